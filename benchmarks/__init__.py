@@ -1,0 +1,1 @@
+"""Benchmarks: measurements printed as figures, never asserted (see README, Measured performance)."""

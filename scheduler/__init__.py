@@ -1,0 +1,3 @@
+"""koord-scheduler: a load-aware, NUMA-aware extender for the stock kube-scheduler. Coming with
+the scheduler issue.
+"""

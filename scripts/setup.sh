@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Set up everything `make demo` and `make test` need on a Debian 12/13 x86_64 machine, as root:
+#   - runc and busybox-static from the machine's own apt sources;
+#   - containerd 1.7 and the CRI API definition from Debian 13 (trixie), downloaded through a
+#     private apt configuration and extracted under .cache/ (nothing is installed system-wide,
+#     the system's libc is never upgraded);
+#   - a virtual environment (.venv) with the project and its dev tools installed;
+#   - CRI client stubs generated from the cri-api package, and locally built OCI images.
+# Every step is skipped when its output is already there, so a second run takes about a second.
+# Failures print one line saying what is missing.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CACHE="$ROOT/.cache"
+VENV="$ROOT/.venv"
+CONTAINERD_VERSION="1.7.24~ds1-6+deb13u1"
+CRI_API_PKG="golang-github-kubernetes-cri-api-dev"
+CRI_PROTO="$CACHE/cri-api/usr/share/gocode/src/k8s.io/cri-api/pkg/apis/runtime/v1/api.proto"
+
+die() { echo "setup: $*" >&2; exit 1; }
+step() { echo "setup: $*"; }
+
+check_machine() {
+    [ "$(id -u)" = 0 ] || die "must run as root (containerd, runc and cgroups need it); try: sudo make ..."
+    [ "$(uname -m)" = x86_64 ] || die "needs an x86_64 machine, this one is $(uname -m)"
+    local id="" version=""
+    if [ -r /etc/os-release ]; then
+        id=$(. /etc/os-release && echo "${ID:-}")
+        version=$(. /etc/os-release && echo "${VERSION_ID:-}")
+    fi
+    [ "$id" = debian ] || die "needs Debian 12 or 13, this is '${id:-unknown}' (/etc/os-release)"
+    case "$version" in 12|13) ;; *) die "needs Debian 12 or 13, this is Debian '${version:-unknown}'" ;; esac
+    [ -e /sys/fs/cgroup/cgroup.controllers ] || [ -d /sys/fs/cgroup/cpu ] \
+        || die "no cgroup filesystem mounted at /sys/fs/cgroup (neither v1 nor v2)"
+    command -v apt-get >/dev/null || die "apt-get not found"
+    command -v dpkg-deb >/dev/null || die "dpkg-deb not found"
+}
+
+# Install Debian packages that are missing, from the machine's own apt sources.
+apt_install() {
+    local missing=() pkg
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    step "apt-get install ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1; then
+        apt-get update -qq >/dev/null 2>&1 || die "apt-get update failed: check the apt sources in /etc/apt"
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1 \
+            || die "could not install ${missing[*]} with apt-get (is the Debian mirror reachable?)"
+    fi
+}
+
+# The Debian mirror the machine already uses, for the private trixie source.
+debian_mirror() {
+    local uri=""
+    if [ -r /etc/apt/sources.list.d/debian.sources ]; then
+        uri=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources | head -n1 | awk '{print $1}')
+    fi
+    if [ -z "$uri" ] && [ -r /etc/apt/sources.list ]; then
+        uri=$(awk '$1 == "deb" && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list)
+    fi
+    echo "${uri:-http://deb.debian.org/debian}"
+}
+
+# containerd 1.7 (NRI v0.6.1) and the CRI API .proto, from trixie, extracted into .cache/.
+fetch_trixie_packages() {
+    local stamp="$CACHE/trixie.stamp" want="containerd=$CONTAINERD_VERSION $CRI_API_PKG"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
+        && [ -x "$CACHE/containerd/usr/bin/containerd" ] && [ -f "$CRI_PROTO" ]; then
+        return 0
+    fi
+    local apt="$CACHE/apt-trixie" mirror
+    mirror=$(debian_mirror)
+    step "downloading containerd $CONTAINERD_VERSION and $CRI_API_PKG from Debian trixie ($mirror)"
+    [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] || apt_install debian-archive-keyring
+    rm -rf "$apt" "$CACHE/debs"
+    mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$CACHE/debs"
+    printf 'Types: deb\nURIs: %s\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+        "$mirror" >"$apt/trixie.sources"
+    local opts=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$apt"
+        -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o APT::Sandbox::User=root)
+    apt-get "${opts[@]}" update -qq >/dev/null 2>&1 \
+        || die "could not read the Debian trixie package index from $mirror"
+    (cd "$CACHE/debs" && apt-get "${opts[@]}" download "containerd=$CONTAINERD_VERSION" "$CRI_API_PKG" >/dev/null 2>&1) \
+        || die "could not download containerd=$CONTAINERD_VERSION and $CRI_API_PKG from Debian trixie ($mirror)"
+    rm -rf "$CACHE/containerd" "$CACHE/cri-api"
+    dpkg-deb -x "$CACHE"/debs/containerd_*.deb "$CACHE/containerd"
+    dpkg-deb -x "$CACHE"/debs/"$CRI_API_PKG"_*.deb "$CACHE/cri-api"
+    "$CACHE/containerd/usr/bin/containerd" --version >/dev/null 2>&1 \
+        || die "the extracted containerd does not run on this machine (libc too old?)"
+    echo "$want" >"$stamp"
+}
+
+# A Python >= 3.11 with a working venv module.
+find_python() {
+    local py
+    for py in python3 python3.13 python3.12 python3.11; do
+        if command -v "$py" >/dev/null \
+            && "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$py"
+            return 0
+        fi
+    done
+    return 1
+}
+
+make_venv() {
+    local stamp="$VENV/.koord-setup" want
+    want=$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)
+    if [ -x "$VENV/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        return 0
+    fi
+    local py
+    py=$(find_python) || { apt_install python3 python3-venv; py=$(find_python) || die "no Python >= 3.11 found"; }
+    if [ ! -x "$VENV/bin/python" ]; then
+        step "creating the virtual environment .venv with $("$py" --version)"
+        if ! "$py" -m venv "$VENV" >/dev/null 2>&1; then
+            rm -rf "$VENV"
+            apt_install python3-venv
+            "$py" -m venv "$VENV" >/dev/null 2>&1 || die "python -m venv failed (install python3-venv)"
+        fi
+    fi
+    step "installing koordinator-py and its dev tools into .venv"
+    local log="$CACHE/pip.log"
+    mkdir -p "$CACHE"
+    "$VENV/bin/python" -m pip install -q --upgrade pip >"$log" 2>&1 \
+        || die "pip could not upgrade itself (is PyPI reachable?), see $log"
+    "$VENV/bin/python" -m pip install -q -e "$ROOT[dev]" >>"$log" 2>&1 \
+        || die "pip install -e '.[dev]' failed (is PyPI reachable?), see $log"
+    echo "$want" >"$stamp"
+}
+
+generate_cri_stubs() {
+    local out="$CACHE/cri" stamp
+    stamp="$(sha256sum "$CRI_PROTO" | cut -d' ' -f1) $("$VENV/bin/python" -c 'import grpc_tools; import importlib.metadata as m; print(m.version("grpcio-tools"))')"
+    if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ]; then
+        return 0
+    fi
+    step "generating CRI client stubs from $CRI_API_PKG"
+    rm -rf "$out"
+    (cd "$ROOT" && "$VENV/bin/python" -m tests.e2e.harness.crigen "$CRI_PROTO" "$out") \
+        || die "could not generate the CRI client stubs"
+    echo "$stamp" >"$out/stamp"
+}
+
+build_images() {
+    local out="$CACHE/images" stamp
+    stamp="$(sha256sum /bin/busybox | cut -d' ' -f1) $(sha256sum "$ROOT/tests/e2e/harness/images.py" | cut -d' ' -f1)"
+    if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ]; then
+        return 0
+    fi
+    step "building the OCI images from busybox-static"
+    rm -rf "$out"
+    (cd "$ROOT" && "$VENV/bin/python" -m tests.e2e.harness.images "$out") \
+        || die "could not build the OCI images"
+    echo "$stamp" >"$out/stamp"
+}
+
+check_machine
+apt_install runc busybox-static ca-certificates
+fetch_trixie_packages
+make_venv
+generate_cri_stubs
+build_images

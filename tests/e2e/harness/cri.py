@@ -1,0 +1,243 @@
+"""A small CRI (runtime.v1) client over grpcio, driving containerd the way the kubelet does.
+
+NRI events only fire for containers created through CRI, so every e2e test goes through here.
+The generated stubs come from Debian's cri-api package (see ``crigen``); this module only adds
+the calls the tests need, pod specs shaped like the kubelet's, and waiting through restarts.
+
+Usage::
+
+    cri = CriClient(layout.address)
+    pod = PodSpec.new(qos="burstable", labels={"koordinator.sh/qosClass": "LS"})
+    pod_id = cri.run_pod(pod)
+    cid = cri.create_container(pod_id, pod, ContainerSpec("app", cpu_shares=512))
+    cri.start_container(cid)
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import grpc
+
+from tests.e2e.harness import images, paths
+
+# Kubernetes QoS classes -> kubelet cgroupfs parent of a pod (the cgroupfs driver layout).
+QOS_PARENTS = {
+    "guaranteed": "/kubepods",
+    "burstable": "/kubepods/burstable",
+    "besteffort": "/kubepods/besteffort",
+}
+
+
+def pod_cgroup_parent(qos: str, uid: str) -> str:
+    """The kubelet's cgroupfs parent for a pod: ``/kubepods[/burstable|/besteffort]/pod<uid>``."""
+    try:
+        base = QOS_PARENTS[qos]
+    except KeyError:
+        choices = sorted(QOS_PARENTS)
+        raise ValueError(f"unknown Kubernetes QoS class {qos!r}; one of {choices}") from None
+    return f"{base}/pod{uid}"
+
+
+@dataclass
+class PodSpec:
+    """A pod as the kubelet would describe it to CRI (host network, cgroupfs parent)."""
+
+    name: str
+    uid: str
+    qos: str = "burstable"
+    namespace: str = "default"
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    host_network: bool = True
+
+    @classmethod
+    def new(cls, name: str | None = None, **kwargs: Any) -> PodSpec:
+        uid = str(uuid.uuid4())
+        return cls(name=name or f"e2e-{uid[:8]}", uid=uid, **kwargs)
+
+    @property
+    def cgroup_parent(self) -> str:
+        return pod_cgroup_parent(self.qos, self.uid)
+
+
+@dataclass
+class ContainerSpec:
+    """A container and the resources the kubelet would pass (None: not set)."""
+
+    name: str
+    image: str = images.WORKLOAD.ref
+    command: list[str] = field(default_factory=lambda: ["/bin/sleep", "infinity"])
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    cpu_shares: int | None = None
+    cpu_quota: int | None = None
+    cpu_period: int | None = None
+    memory_limit: int | None = None
+    cpuset_cpus: str | None = None
+    cpuset_mems: str | None = None
+
+
+def load_stubs() -> tuple[ModuleType, ModuleType]:
+    """Import the generated ``cri_v1.api_pb2`` and ``cri_v1.api_pb2_grpc`` modules."""
+    gen = paths.require(paths.CRI_STUBS_DIR / "gen" / "cri_v1" / "api_pb2.py", "CRI stubs")
+    root = str(gen.parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    return importlib.import_module("cri_v1.api_pb2"), importlib.import_module("cri_v1.api_pb2_grpc")
+
+
+def linux_resources(pb: ModuleType, spec: ContainerSpec) -> Any:
+    """``LinuxContainerResources`` with only the fields ``spec`` sets."""
+    values = {
+        "cpu_shares": spec.cpu_shares,
+        "cpu_quota": spec.cpu_quota,
+        "cpu_period": spec.cpu_period,
+        "memory_limit_in_bytes": spec.memory_limit,
+        "cpuset_cpus": spec.cpuset_cpus,
+        "cpuset_mems": spec.cpuset_mems,
+    }
+    return pb.LinuxContainerResources(**{k: v for k, v in values.items() if v is not None})
+
+
+class CriClient:
+    """Blocking CRI calls on one channel; gRPC reconnects by itself after a restart."""
+
+    def __init__(self, address: Path, timeout: float = 30.0) -> None:
+        self.pb, grpc_mod = load_stubs()
+        self.address = address
+        self.timeout = timeout
+        self.channel = grpc.insecure_channel(f"unix://{address}")
+        self.runtime = grpc_mod.RuntimeServiceStub(self.channel)
+        self.images = grpc_mod.ImageServiceStub(self.channel)
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def _call(self, method: Any, request: Any) -> Any:
+        # wait_for_ready: a call made while containerd restarts waits for it instead of failing.
+        return method(request, timeout=self.timeout, wait_for_ready=True)
+
+    def wait_ready(self, timeout: float = 30.0) -> str:
+        """Block until CRI answers Version and reports itself ready; return the runtime version."""
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                version = self.runtime.Version(
+                    self.pb.VersionRequest(), timeout=2.0, wait_for_ready=True
+                )
+                status = self.runtime.Status(self.pb.StatusRequest(), timeout=2.0)
+                if all(c.status for c in status.status.conditions if c.type == "RuntimeReady"):
+                    return str(version.runtime_version)
+            except grpc.RpcError as err:
+                last = err
+            time.sleep(0.1)
+        raise TimeoutError(f"CRI at {self.address} not ready within {timeout}s: {last}")
+
+    # -- pods ---------------------------------------------------------------------------------
+
+    def sandbox_config(self, pod: PodSpec, log_dir: Path | None = None) -> Any:
+        pb = self.pb
+        network = pb.NamespaceMode.NODE if pod.host_network else pb.NamespaceMode.POD
+        return pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(
+                name=pod.name, uid=pod.uid, namespace=pod.namespace, attempt=0
+            ),
+            hostname="" if pod.host_network else pod.name,  # host network: no UTS ns
+            log_directory=str(log_dir / pod.uid) if log_dir else "",
+            labels=pod.labels,
+            annotations=pod.annotations,
+            linux=pb.LinuxPodSandboxConfig(
+                cgroup_parent=pod.cgroup_parent,
+                security_context=pb.LinuxSandboxSecurityContext(
+                    namespace_options=pb.NamespaceOption(network=network)
+                ),
+            ),
+        )
+
+    def run_pod(self, pod: PodSpec, log_dir: Path | None = None) -> str:
+        request = self.pb.RunPodSandboxRequest(config=self.sandbox_config(pod, log_dir))
+        return str(self._call(self.runtime.RunPodSandbox, request).pod_sandbox_id)
+
+    def stop_pod(self, pod_id: str) -> None:
+        self._call(
+            self.runtime.StopPodSandbox, self.pb.StopPodSandboxRequest(pod_sandbox_id=pod_id)
+        )
+
+    def remove_pod(self, pod_id: str) -> None:
+        self._call(
+            self.runtime.RemovePodSandbox, self.pb.RemovePodSandboxRequest(pod_sandbox_id=pod_id)
+        )
+
+    def list_pods(self) -> list[Any]:
+        return list(self._call(self.runtime.ListPodSandbox, self.pb.ListPodSandboxRequest()).items)
+
+    # -- containers ---------------------------------------------------------------------------
+
+    def create_container(
+        self, pod_id: str, pod: PodSpec, spec: ContainerSpec, log_dir: Path | None = None
+    ) -> str:
+        pb = self.pb
+        config = pb.ContainerConfig(
+            metadata=pb.ContainerMetadata(name=spec.name, attempt=0),
+            image=pb.ImageSpec(image=spec.image),
+            command=spec.command,
+            labels=spec.labels,
+            annotations=spec.annotations,
+            log_path=f"{spec.name}.log",
+            linux=pb.LinuxContainerConfig(resources=linux_resources(pb, spec)),
+        )
+        request = pb.CreateContainerRequest(
+            pod_sandbox_id=pod_id, config=config, sandbox_config=self.sandbox_config(pod, log_dir)
+        )
+        return str(self._call(self.runtime.CreateContainer, request).container_id)
+
+    def start_container(self, container_id: str) -> None:
+        self._call(
+            self.runtime.StartContainer, self.pb.StartContainerRequest(container_id=container_id)
+        )
+
+    def update_resources(self, container_id: str, spec: ContainerSpec) -> None:
+        request = self.pb.UpdateContainerResourcesRequest(
+            container_id=container_id, linux=linux_resources(self.pb, spec)
+        )
+        self._call(self.runtime.UpdateContainerResources, request)
+
+    def stop_container(self, container_id: str, timeout_s: int = 0) -> None:
+        request = self.pb.StopContainerRequest(container_id=container_id, timeout=timeout_s)
+        self._call(self.runtime.StopContainer, request)
+
+    def remove_container(self, container_id: str) -> None:
+        self._call(
+            self.runtime.RemoveContainer, self.pb.RemoveContainerRequest(container_id=container_id)
+        )
+
+    def list_containers(self, pod_id: str | None = None) -> list[Any]:
+        request = self.pb.ListContainersRequest()
+        if pod_id is not None:
+            request.filter.pod_sandbox_id = pod_id
+        return list(self._call(self.runtime.ListContainers, request).containers)
+
+    def container_status(self, container_id: str) -> Any:
+        request = self.pb.ContainerStatusRequest(container_id=container_id, verbose=True)
+        return self._call(self.runtime.ContainerStatus, request)
+
+    def container_pid(self, container_id: str) -> int:
+        """The container's init pid, from the verbose status info containerd returns."""
+        info = self.container_status(container_id).info.get("info", "{}")
+        return int(json.loads(info).get("pid", 0))
+
+    def remove_all_pods(self) -> None:
+        """Stop and remove every sandbox this containerd knows (with their containers)."""
+        for pod in self.list_pods():
+            self.stop_pod(pod.id)
+            self.remove_pod(pod.id)

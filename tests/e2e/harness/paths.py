@@ -1,0 +1,30 @@
+"""Where the set-up script (scripts/setup.sh) leaves what the harness uses.
+
+Everything lives under the repository's git-ignored ``.cache/`` folder: the containerd binaries
+extracted from Debian's package, the generated CRI stubs and the OCI image tarballs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+CACHE = Path(os.environ.get("KOORD_CACHE_DIR", REPO_ROOT / ".cache"))
+CONTAINERD_BIN_DIR = CACHE / "containerd" / "usr" / "bin"
+CRI_STUBS_DIR = CACHE / "cri"
+IMAGES_DIR = CACHE / "images"
+RUNC = Path("/usr/sbin/runc")
+
+SETUP_HINT = "run `make test` or scripts/setup.sh first"
+
+
+class SetupMissing(RuntimeError):
+    """Something the set-up script should have produced is not there."""
+
+
+def require(path: Path, what: str) -> Path:
+    """Return ``path`` if it exists, else raise SetupMissing naming ``what``."""
+    if not path.exists():
+        raise SetupMissing(f"{what} not found at {path}: {SETUP_HINT}")
+    return path
