@@ -1,0 +1,164 @@
+"""The NRI socket multiplexer: several logical byte streams over one Unix stream socket.
+
+Every frame is an 8-byte header, connection id then payload length (both big-endian uint32),
+followed by the payload: a slice of that connection's byte stream, not a message. NRI uses two
+connections: 1 carries the Plugin service (the runtime calls, we serve) and 2 the Runtime
+service (we call). Nothing is sent to open or close a connection; closing means closing the
+socket.
+
+Frames we send to a Go runtime follow its reader's limits (see ``encode_frames``). Frames we
+receive may be up to 16 MiB (NRI v0.6.1's limit); anything larger, or a frame for a connection
+nobody registered, is a protocol error that ends the connection.
+
+``FrameDecoder`` and ``encode_frames`` do no I/O (tests and fuzzers drive them directly);
+``Mux`` runs them over an asyncio stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Callable
+
+from nri_plugin.errors import ConnectionClosed, ProtocolError
+
+log = logging.getLogger(__name__)
+
+HEADER = struct.Struct(">II")
+PLUGIN_SERVICE_CONN = 1
+RUNTIME_SERVICE_CONN = 2
+MAX_FRAME_PAYLOAD = 1 << 24
+# Go's ttrpc reads each connection through a 4096-byte bufio.Reader, and a Go mux Read fails a
+# frame larger than the buffer it is given: a frame that starts a message must fit in 4096 bytes.
+GO_SAFE_FRAME = 4096
+READ_CHUNK = 1 << 16
+
+
+class FrameDecoder:
+    """Turns socket bytes into (connection id, payload) frames, whatever the read boundaries."""
+
+    def __init__(self, max_payload: int = MAX_FRAME_PAYLOAD) -> None:
+        self.max_payload = max_payload
+        self._buf = bytearray()
+
+    @property
+    def pending(self) -> int:
+        """Bytes received that do not yet form a whole frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        """Add ``data``; return the frames it completed. Raises ProtocolError on a bad header."""
+        buf = self._buf
+        buf += data
+        frames = []
+        start = 0
+        while len(buf) - start >= HEADER.size:
+            conn_id, length = HEADER.unpack_from(buf, start)
+            if length > self.max_payload:
+                raise ProtocolError(
+                    f"frame of {length} bytes on connection {conn_id} exceeds {self.max_payload}"
+                )
+            end = start + HEADER.size + length
+            if len(buf) < end:
+                break
+            frames.append((conn_id, bytes(buf[start + HEADER.size : end])))
+            start = end
+        if start:
+            del buf[:start]
+        return frames
+
+
+def encode_frames(conn_id: int, message: bytes) -> bytes:
+    """Frame one ttrpc message the way Go's own stack does (safe for a Go reader).
+
+    A message of at most 4096 bytes goes in one frame. A longer one goes as a first frame of
+    exactly 4096 bytes (the ttrpc header and the start of the payload), then one frame with the
+    rest, which the Go reader copies straight into the payload buffer.
+    """
+    if len(message) <= GO_SAFE_FRAME:
+        return HEADER.pack(conn_id, len(message)) + message
+    head, rest = message[:GO_SAFE_FRAME], message[GO_SAFE_FRAME:]
+    return b"".join((HEADER.pack(conn_id, len(head)), head, HEADER.pack(conn_id, len(rest)), rest))
+
+
+Receiver = Callable[[bytes], None]
+
+
+class Mux:
+    """Logical connections over one asyncio stream.
+
+    Usage::
+
+        mux = Mux(reader, writer)
+        mux.register(PLUGIN_SERVICE_CONN, server.feed)     # bytes of connection 1 go there
+        mux.send(RUNTIME_SERVICE_CONN, message)            # framed and written at once
+        await mux.run()                                    # until EOF or a protocol error
+
+    ``send`` writes all frames of a message in one synchronous call, so frames of two messages
+    never interleave on the socket without needing a lock.
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        max_payload: int = MAX_FRAME_PAYLOAD,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._decoder = FrameDecoder(max_payload)
+        self._receivers: dict[int, Receiver] = {}
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def register(self, conn_id: int, receiver: Receiver) -> None:
+        """Deliver the byte stream of ``conn_id`` to ``receiver`` (called in the read loop)."""
+        self._receivers[conn_id] = receiver
+
+    def send(self, conn_id: int, message: bytes) -> None:
+        """Queue one whole message on ``conn_id``; raises ConnectionClosed once closed."""
+        if self._closed or self._writer.is_closing():
+            raise ConnectionClosed("NRI connection is closed")
+        self._writer.write(encode_frames(conn_id, message))
+
+    async def drain(self) -> None:
+        try:
+            await self._writer.drain()
+        except (ConnectionError, OSError) as err:
+            raise ConnectionClosed(f"NRI connection lost while writing: {err}") from err
+
+    async def run(self) -> None:
+        """Read frames and hand them to the receivers until the peer closes the socket.
+
+        Returns on a clean EOF; raises ProtocolError on bad framing and ConnectionClosed on a
+        socket error or an EOF in the middle of a frame. Either way the socket is closed.
+        """
+        try:
+            while True:
+                try:
+                    data = await self._reader.read(READ_CHUNK)
+                except (ConnectionError, OSError) as err:
+                    raise ConnectionClosed(f"NRI connection lost while reading: {err}") from err
+                if not data:
+                    if self._decoder.pending:
+                        raise ConnectionClosed(
+                            f"NRI peer closed the socket {self._decoder.pending} bytes into a frame"
+                        )
+                    return
+                for conn_id, payload in self._decoder.feed(data):
+                    receiver = self._receivers.get(conn_id)
+                    if receiver is None:
+                        raise ProtocolError(f"frame for unknown connection {conn_id}")
+                    receiver(payload)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._writer.close()
