@@ -126,6 +126,10 @@ class Mux:
             raise ConnectionClosed("NRI connection is closed")
         self._writer.write(encode_frames(conn_id, message))
 
+    def send_raw(self, data: bytes) -> None:
+        """Write ``data`` unframed (tests use it to send malformed input)."""
+        self._writer.write(data)
+
     async def drain(self) -> None:
         try:
             await self._writer.drain()

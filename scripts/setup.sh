@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything `make demo` and `make test` need on a Debian 12/13 x86_64 machine, as root:
 #   - runc and busybox-static from the machine's own apt sources;
-#   - containerd 1.7 and the CRI API definition from Debian 13 (trixie), downloaded through a
+#   - containerd 1.7, the CRI API definition and the NRI/ttrpc sources (for the
+#     wire-compatibility tests) from Debian 13 (trixie), downloaded through a
 #     private apt configuration and extracted under .cache/ (nothing is installed system-wide,
 #     the system's libc is never upgraded);
 #   - a virtual environment (.venv) with the project and its dev tools installed;
@@ -15,7 +16,10 @@ CACHE="$ROOT/.cache"
 VENV="$ROOT/.venv"
 CONTAINERD_VERSION="1.7.24~ds1-6+deb13u1"
 CRI_API_PKG="golang-github-kubernetes-cri-api-dev"
+# Upstream NRI and ttrpc sources: the wire-compatibility tests compile their .proto files.
+UPSTREAM_PKGS="golang-github-containerd-nri-dev golang-github-containerd-ttrpc-dev"
 CRI_PROTO="$CACHE/cri-api/usr/share/gocode/src/k8s.io/cri-api/pkg/apis/runtime/v1/api.proto"
+NRI_PROTO="$CACHE/upstream/usr/share/gocode/src/github.com/containerd/nri/pkg/api/api.proto"
 
 die() { echo "setup: $*" >&2; exit 1; }
 step() { echo "setup: $*"; }
@@ -64,16 +68,17 @@ debian_mirror() {
     echo "${uri:-http://deb.debian.org/debian}"
 }
 
-# containerd 1.7 (NRI v0.6.1) and the CRI API .proto, from trixie, extracted into .cache/.
+# containerd 1.7 (NRI v0.6.1), the CRI API .proto and the upstream NRI/ttrpc sources, from
+# trixie, extracted into .cache/.
 fetch_trixie_packages() {
-    local stamp="$CACHE/trixie.stamp" want="containerd=$CONTAINERD_VERSION $CRI_API_PKG"
+    local stamp="$CACHE/trixie.stamp" want="containerd=$CONTAINERD_VERSION $CRI_API_PKG $UPSTREAM_PKGS"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
-        && [ -x "$CACHE/containerd/usr/bin/containerd" ] && [ -f "$CRI_PROTO" ]; then
+        && [ -x "$CACHE/containerd/usr/bin/containerd" ] && [ -f "$CRI_PROTO" ] && [ -f "$NRI_PROTO" ]; then
         return 0
     fi
     local apt="$CACHE/apt-trixie" mirror
     mirror=$(debian_mirror)
-    step "downloading containerd $CONTAINERD_VERSION and $CRI_API_PKG from Debian trixie ($mirror)"
+    step "downloading containerd $CONTAINERD_VERSION, $CRI_API_PKG and $UPSTREAM_PKGS from Debian trixie ($mirror)"
     [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] || apt_install debian-archive-keyring
     rm -rf "$apt" "$CACHE/debs"
     mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$CACHE/debs"
@@ -83,11 +88,14 @@ fetch_trixie_packages() {
         -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o APT::Sandbox::User=root)
     apt-get "${opts[@]}" update -qq >/dev/null 2>&1 \
         || die "could not read the Debian trixie package index from $mirror"
-    (cd "$CACHE/debs" && apt-get "${opts[@]}" download "containerd=$CONTAINERD_VERSION" "$CRI_API_PKG" >/dev/null 2>&1) \
-        || die "could not download containerd=$CONTAINERD_VERSION and $CRI_API_PKG from Debian trixie ($mirror)"
-    rm -rf "$CACHE/containerd" "$CACHE/cri-api"
+    # shellcheck disable=SC2086 # UPSTREAM_PKGS is a list
+    (cd "$CACHE/debs" && apt-get "${opts[@]}" download "containerd=$CONTAINERD_VERSION" "$CRI_API_PKG" $UPSTREAM_PKGS >/dev/null 2>&1) \
+        || die "could not download containerd=$CONTAINERD_VERSION, $CRI_API_PKG and $UPSTREAM_PKGS from Debian trixie ($mirror)"
+    rm -rf "$CACHE/containerd" "$CACHE/cri-api" "$CACHE/upstream"
     dpkg-deb -x "$CACHE"/debs/containerd_*.deb "$CACHE/containerd"
     dpkg-deb -x "$CACHE"/debs/"$CRI_API_PKG"_*.deb "$CACHE/cri-api"
+    local pkg
+    for pkg in $UPSTREAM_PKGS; do dpkg-deb -x "$CACHE"/debs/"$pkg"_*.deb "$CACHE/upstream"; done
     "$CACHE/containerd/usr/bin/containerd" --version >/dev/null 2>&1 \
         || die "the extracted containerd does not run on this machine (libc too old?)"
     echo "$want" >"$stamp"

@@ -14,6 +14,11 @@ CACHE = Path(os.environ.get("KOORD_CACHE_DIR", REPO_ROOT / ".cache"))
 CONTAINERD_BIN_DIR = CACHE / "containerd" / "usr" / "bin"
 CRI_STUBS_DIR = CACHE / "cri"
 IMAGES_DIR = CACHE / "images"
+# Upstream Go sources from Debian (golang-github-containerd-{nri,ttrpc}-dev), read by the
+# wire-compatibility tests.
+UPSTREAM_SRC = CACHE / "upstream" / "usr" / "share" / "gocode" / "src" / "github.com" / "containerd"
+UPSTREAM_NRI_PROTO = UPSTREAM_SRC / "nri" / "pkg" / "api" / "api.proto"
+UPSTREAM_TTRPC_DIR = UPSTREAM_SRC / "ttrpc"
 RUNC = Path("/usr/sbin/runc")
 
 SETUP_HINT = "run `make test` or scripts/setup.sh first"
