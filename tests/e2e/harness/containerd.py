@@ -282,6 +282,17 @@ class Containerd:
                 f.seek(self._log_offset)
             return f.read().decode(errors="replace")
 
+    def wait_for_log(self, needle: str, count: int = 1, timeout: float = 15.0) -> None:
+        """Wait until the current run's log holds ``needle`` at least ``count`` times."""
+        deadline = time.monotonic() + timeout
+        while self.log_text(since_start=True).count(needle) < count:
+            if time.monotonic() > deadline:
+                raise ContainerdError(
+                    f"containerd log has not shown {needle!r} {count} time(s) in {timeout}s:\n"
+                    f"{self.log_tail()}"
+                )
+            time.sleep(0.02)
+
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
