@@ -103,7 +103,9 @@ class Stub:
     ``socket_path`` is dialled in external mode (the default). When the runtime launched this
     process (NRI_PLUGIN_SOCKET names an inherited socket fd) that socket is used instead, and
     ``run`` returns when it closes. ``handler_budget`` caps each handler (seconds); by default
-    it is a quarter of the runtime's request timeout, at most 0.5 s.
+    it is a quarter of the runtime's request timeout, at most 0.5 s. ``on_handled(name,
+    seconds, outcome)`` reports each handler run ("ok", "error" or "overrun") and
+    ``on_served(method, seconds)`` each whole RPC, from request decoding to reply written.
     """
 
     def __init__(
@@ -118,6 +120,7 @@ class Stub:
         backoff_initial: float = 0.1,
         backoff_max: float = 5.0,
         on_handled: OnHandled | None = None,
+        on_served: ttrpc.OnServed | None = None,
         on_close: Callable[[], None] | None = None,
     ) -> None:
         self.plugin = plugin
@@ -133,6 +136,7 @@ class Stub:
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.on_handled = on_handled
+        self.on_served = on_served
         self.on_close = on_close
         self.runtime_name = ""
         self.runtime_version = ""
@@ -213,6 +217,7 @@ class Stub:
         server = ttrpc.Server(
             {PLUGIN_SERVICE: self._plugin_methods()},
             lambda message: connection.send(mux.PLUGIN_SERVICE_CONN, message),
+            self.on_served,
         )
         client = ttrpc.Client(lambda message: connection.send(mux.RUNTIME_SERVICE_CONN, message))
         connection.register(mux.PLUGIN_SERVICE_CONN, server.feed)
@@ -321,7 +326,9 @@ class Stub:
         try:
             result = method(*args)
             if inspect.isawaitable(result):
-                result = await asyncio.wait_for(result, limit)
+                # asyncio.timeout runs the handler in this task (wait_for would start another).
+                async with asyncio.timeout(limit):
+                    result = await result
             return True, result
         except TimeoutError:
             outcome = "overrun"

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import struct
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
@@ -110,6 +111,7 @@ def encode_response(stream_id: int, payload: bytes = b"", error: RpcError | None
 
 
 Send = Callable[[bytes], None]
+OnServed = Callable[[str, float], None]
 # A method handler: the request payload and the caller's remaining time (seconds, or None) in,
 # the reply payload out. It raises RpcError to answer with a status.
 Handler = Callable[[bytes, float | None], Awaitable[bytes]]
@@ -121,11 +123,19 @@ class Server:
     ``services`` maps a full service name to its methods' handlers. Unknown services and
     methods are answered UNIMPLEMENTED (NRI v0.12 runtimes then fall back to StateChange);
     even or non-increasing stream ids and undecodable requests INVALID_ARGUMENT, as Go does.
+    ``on_served(method, seconds)`` is told, after each reply is written, how long the call took
+    from decoding its request to writing its reply.
     """
 
-    def __init__(self, services: Mapping[str, Mapping[str, Handler]], send: Send) -> None:
+    def __init__(
+        self,
+        services: Mapping[str, Mapping[str, Handler]],
+        send: Send,
+        on_served: OnServed | None = None,
+    ) -> None:
         self._services = services
         self._send = send
+        self._on_served = on_served
         self._decoder = MessageDecoder()
         self._last_stream = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -144,6 +154,7 @@ class Server:
         self._send(encode_response(stream_id, error=RpcError(code, message)))
 
     def _on_request(self, msg: Message) -> None:
+        started = time.perf_counter()
         if msg.stream_id % 2 == 0:
             self._reply_error(
                 msg.stream_id,
@@ -183,12 +194,28 @@ class Server:
             self._reply_error(msg.stream_id, status.UNIMPLEMENTED, f"method {request.method}")
             return
         remaining = request.timeout_nano / 1e9 if request.timeout_nano > 0 else None
-        task = asyncio.create_task(self._serve(msg.stream_id, handler, request.payload, remaining))
+        task = asyncio.create_task(
+            self._serve(
+                msg.stream_id,
+                handler,
+                request.payload,
+                remaining,
+                method=request.method,
+                started=started,
+            )
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _serve(
-        self, stream_id: int, handler: Handler, payload: bytes, remaining: float | None
+        self,
+        stream_id: int,
+        handler: Handler,
+        payload: bytes,
+        remaining: float | None,
+        *,
+        method: str,
+        started: float,
     ) -> None:
         try:
             reply = await handler(payload, remaining)
@@ -210,6 +237,8 @@ class Server:
                 message = encode_response(stream_id, error=err)
         with contextlib.suppress(ConnectionClosed):
             self._send(message)
+        if self._on_served is not None:
+            self._on_served(method, time.perf_counter() - started)
 
     async def close(self) -> None:
         """Cancel the calls still running and wait for them."""

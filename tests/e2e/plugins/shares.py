@@ -44,10 +44,35 @@ def main() -> int:
     parser.add_argument("--shares", type=int, default=0)
     parser.add_argument("--name", default=None)
     parser.add_argument("--idx", default=None)
+    parser.add_argument(
+        "--timings", action="store_true", help="print handler_us and rpc_us per CreateContainer"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     plugin = Shares(args.shares)
-    stub = Stub(plugin, name=args.name, index=args.idx, socket_path=args.socket, backoff_max=0.5)
+    handler_s: dict[str, float] = {}
+
+    def on_handled(name: str, seconds: float, outcome: str) -> None:
+        handler_s[name] = seconds
+
+    def on_served(method: str, seconds: float) -> None:
+        if method == "CreateContainer":
+            record = {
+                "event": method,
+                "handler_us": round(handler_s.get("create_container", -1e-6) * 1e6, 1),
+                "rpc_us": round(seconds * 1e6, 1),
+            }
+            print(json.dumps(record), flush=True)
+
+    stub = Stub(
+        plugin,
+        name=args.name,
+        index=args.idx,
+        socket_path=args.socket,
+        backoff_max=0.5,
+        on_handled=on_handled if args.timings else None,
+        on_served=on_served if args.timings else None,
+    )
     plugin.name = f"{stub.index}-{stub.name}"
     asyncio.run(stub.run())
     return 0
