@@ -11,7 +11,7 @@ receive may be up to 16 MiB (NRI v0.6.1's limit); anything larger, or a frame fo
 nobody registered, is a protocol error that ends the connection.
 
 ``FrameDecoder`` and ``encode_frames`` do no I/O (tests and fuzzers drive them directly);
-``Mux`` runs them over an asyncio stream.
+``Mux`` runs them as an asyncio protocol on the socket.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ MAX_FRAME_PAYLOAD = 1 << 24
 # Go's ttrpc reads each connection through a 4096-byte bufio.Reader, and a Go mux Read fails a
 # frame larger than the buffer it is given: a frame that starts a message must fit in 4096 bytes.
 GO_SAFE_FRAME = 4096
-READ_CHUNK = 1 << 16
 
 
 class FrameDecoder:
@@ -85,84 +84,99 @@ def encode_frames(conn_id: int, message: bytes) -> bytes:
 Receiver = Callable[[bytes], None]
 
 
-class Mux:
-    """Logical connections over one asyncio stream.
+class Mux(asyncio.Protocol):
+    """Logical connections over one socket, as an asyncio protocol.
 
     Usage::
 
-        mux = Mux(reader, writer)
-        mux.register(PLUGIN_SERVICE_CONN, server.feed)     # bytes of connection 1 go there
-        mux.send(RUNTIME_SERVICE_CONN, message)            # framed and written at once
-        await mux.run()                                    # until EOF or a protocol error
+        transport, connection = await loop.create_unix_connection(Mux, path)
+        connection.register(PLUGIN_SERVICE_CONN, server.feed)  # bytes of connection 1 go there
+        connection.send(RUNTIME_SERVICE_CONN, message)         # framed and written at once
+        await connection.run()                                 # until EOF or a protocol error
 
-    ``send`` writes all frames of a message in one synchronous call, so frames of two messages
-    never interleave on the socket without needing a lock.
+    Received bytes are decoded and handed to the receivers straight from the event loop's
+    read callback (no task switch in the request path). ``send`` writes all frames of a
+    message in one call, so frames of two messages never interleave on the socket.
     """
 
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        *,
-        max_payload: int = MAX_FRAME_PAYLOAD,
-    ) -> None:
-        self._reader = reader
-        self._writer = writer
+    def __init__(self, max_payload: int = MAX_FRAME_PAYLOAD) -> None:
         self._decoder = FrameDecoder(max_payload)
         self._receivers: dict[int, Receiver] = {}
-        self._closed = False
+        self._transport: asyncio.Transport | None = None
+        self._done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._error: Exception | None = None
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._done.done() or self._transport is None or self._transport.is_closing()
 
     def register(self, conn_id: int, receiver: Receiver) -> None:
-        """Deliver the byte stream of ``conn_id`` to ``receiver`` (called in the read loop)."""
+        """Deliver the byte stream of ``conn_id`` to ``receiver`` (called in the read path)."""
         self._receivers[conn_id] = receiver
 
     def send(self, conn_id: int, message: bytes) -> None:
         """Queue one whole message on ``conn_id``; raises ConnectionClosed once closed."""
-        if self._closed or self._writer.is_closing():
+        if self.closed or self._transport is None:
             raise ConnectionClosed("NRI connection is closed")
-        self._writer.write(encode_frames(conn_id, message))
+        self._transport.write(encode_frames(conn_id, message))
 
     def send_raw(self, data: bytes) -> None:
         """Write ``data`` unframed (tests use it to send malformed input)."""
-        self._writer.write(data)
-
-    async def drain(self) -> None:
-        try:
-            await self._writer.drain()
-        except (ConnectionError, OSError) as err:
-            raise ConnectionClosed(f"NRI connection lost while writing: {err}") from err
+        if self._transport is not None:
+            self._transport.write(data)
 
     async def run(self) -> None:
-        """Read frames and hand them to the receivers until the peer closes the socket.
+        """Wait until the connection ends.
 
         Returns on a clean EOF; raises ProtocolError on bad framing and ConnectionClosed on a
         socket error or an EOF in the middle of a frame. Either way the socket is closed.
         """
-        try:
-            while True:
-                try:
-                    data = await self._reader.read(READ_CHUNK)
-                except (ConnectionError, OSError) as err:
-                    raise ConnectionClosed(f"NRI connection lost while reading: {err}") from err
-                if not data:
-                    if self._decoder.pending:
-                        raise ConnectionClosed(
-                            f"NRI peer closed the socket {self._decoder.pending} bytes into a frame"
-                        )
-                    return
-                for conn_id, payload in self._decoder.feed(data):
-                    receiver = self._receivers.get(conn_id)
-                    if receiver is None:
-                        raise ProtocolError(f"frame for unknown connection {conn_id}")
-                    receiver(payload)
-        finally:
-            self.close()
+        await asyncio.shield(self._done)
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._writer.close()
+        if self._transport is not None:
+            self._transport.close()
+
+    def _fail(self, error: Exception) -> None:
+        if self._error is None:
+            self._error = error
+        self.close()
+
+    # -- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self._error is not None:
+            return
+        try:
+            for conn_id, payload in self._decoder.feed(data):
+                receiver = self._receivers.get(conn_id)
+                if receiver is None:
+                    raise ProtocolError(f"frame for unknown connection {conn_id}")
+                receiver(payload)
+        except ProtocolError as err:
+            self._fail(err)
+        except Exception as err:  # a receiver bug: end this connection, not the process
+            log.exception("NRI connection: receiver failed")
+            self._fail(ProtocolError(f"receiver failed: {err!r}"))
+
+    def eof_received(self) -> bool:
+        if self._decoder.pending:
+            self._fail(
+                ConnectionClosed(
+                    f"NRI peer closed the socket {self._decoder.pending} bytes into a frame"
+                )
+            )
+        return False  # let the transport close itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._error is None and exc is not None:
+            self._error = ConnectionClosed(f"NRI connection lost: {exc}")
+        if not self._done.done():
+            if self._error is not None:
+                self._done.set_exception(self._error)
+            else:
+                self._done.set_result(None)

@@ -169,8 +169,10 @@ class Stub:
         backoff = self.backoff_initial
         while not self._stop.is_set():
             started = time.monotonic()
+            connection = mux.Mux()
+            server, client = self._wire(connection)  # before any byte can arrive
             try:
-                reader, writer = await self._connect()
+                await self._connect(connection)
             except OSError as err:
                 if not self.reconnect:
                     raise ConnectionClosed(f"cannot use the NRI socket: {err}") from err
@@ -182,7 +184,7 @@ class Stub:
                 )
             else:
                 try:
-                    await self._session(reader, writer)
+                    await self._session(connection, server, client)
                     log.info("NRI connection closed (plugin %s-%s)", self.index, self.name)
                 except (NriError, OSError) as err:
                     log.warning(
@@ -204,16 +206,17 @@ class Stub:
         if self._connection is not None:
             self._connection.close()
 
-    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connect(self, connection: mux.Mux) -> None:
+        loop = asyncio.get_running_loop()
         if self.inherited_fd is not None:
             sock = socket.socket(fileno=int(self.inherited_fd))
             self.inherited_fd = None  # the fd is consumed; a closed socket is the end
-            return await asyncio.open_unix_connection(sock=sock)
-        return await asyncio.open_unix_connection(str(self.socket_path))
+            await loop.create_unix_connection(lambda: connection, sock=sock)
+        else:
+            await loop.create_unix_connection(lambda: connection, str(self.socket_path))
 
-    async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """One connection: register, then serve until it closes. Never two at once."""
-        connection = self._connection = mux.Mux(reader, writer)
+    def _wire(self, connection: mux.Mux) -> tuple[ttrpc.Server, ttrpc.Client]:
+        """Our Plugin service on connection 1, a Runtime client on connection 2."""
         server = ttrpc.Server(
             {PLUGIN_SERVICE: self._plugin_methods()},
             lambda message: connection.send(mux.PLUGIN_SERVICE_CONN, message),
@@ -222,6 +225,13 @@ class Stub:
         client = ttrpc.Client(lambda message: connection.send(mux.RUNTIME_SERVICE_CONN, message))
         connection.register(mux.PLUGIN_SERVICE_CONN, server.feed)
         connection.register(mux.RUNTIME_SERVICE_CONN, client.feed)
+        return server, client
+
+    async def _session(
+        self, connection: mux.Mux, server: ttrpc.Server, client: ttrpc.Client
+    ) -> None:
+        """One connection: register, then serve until it closes. Never two at once."""
+        self._connection = connection
         self.configured.clear()
         self.synchronized.clear()
         self._sync_pods, self._sync_containers = [], []

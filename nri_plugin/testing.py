@@ -39,11 +39,9 @@ M = TypeVar("M", bound=Message)
 class PluginSession:
     """One connected plugin, seen from the runtime."""
 
-    def __init__(
-        self, runtime: FakeRuntime, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    def __init__(self, runtime: FakeRuntime, connection: mux.Mux) -> None:
         self.runtime = runtime
-        self.connection = mux.Mux(reader, writer)
+        self.connection = connection
         self.client = ttrpc.Client(lambda m: self.connection.send(mux.PLUGIN_SERVICE_CONN, m))
         self.server = ttrpc.Server(
             {
@@ -236,20 +234,25 @@ class FakeRuntime:
 
     async def listen(self, path: Path) -> None:
         """Accept plugins on a Unix socket at ``path``."""
-        self._server = await asyncio.start_unix_server(self._accept, path=str(path))
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_unix_server(self._accept, path=str(path))
 
     def stop_listening(self) -> None:
         if self._server is not None:
             self._server.close()
             self._server = None
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.all_sessions.append(PluginSession(self, reader, writer))
+    def _accept(self) -> mux.Mux:
+        session = PluginSession(self, mux.Mux())  # receivers in place before any byte arrives
+        self.all_sessions.append(session)
+        return session.connection
 
     async def adopt(self, sock: socket.socket) -> PluginSession:
         """Serve a plugin on our end of a socket pair (a pre-installed plugin's fd 3)."""
-        reader, writer = await asyncio.open_unix_connection(sock=sock)
-        session = PluginSession(self, reader, writer)
+        session = PluginSession(self, mux.Mux())
+        await asyncio.get_running_loop().create_unix_connection(
+            lambda: session.connection, sock=sock
+        )
         self.all_sessions.append(session)
         return session
 

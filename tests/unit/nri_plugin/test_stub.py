@@ -98,12 +98,17 @@ def test_registers_configures_and_synchronizes(tmp_path: Path) -> None:
 def test_create_container_answers_with_the_plugins_adjustment(tmp_path: Path) -> None:
     async def scenario() -> None:
         plugin = Recorder()
-        runtime, stub, session, task = await start(tmp_path, plugin)
+        served: list[tuple[str, float]] = []
+        runtime, stub, session, task = await start(
+            tmp_path, plugin, on_served=lambda m, s: served.append((m, s))
+        )
 
         reply = await session.create_container(pod(), container())
 
         assert reply.adjust.linux.resources.cpu.shares.value == 512
         assert plugin.calls[-1] == ("create_container", "p1", "c1")
+        assert [m for m, _ in served] == ["Configure", "Synchronize", "CreateContainer"]
+        assert all(0 < s < 1 for _, s in served)
         await finish(runtime, stub, task)
 
     run(scenario())
