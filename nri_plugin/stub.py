@@ -246,7 +246,7 @@ class Stub:
                     RUNTIME_SERVICE, "RegisterPlugin", request.SerializeToString(), REGISTER_TIMEOUT
                 )
             )
-            # Configure may arrive before RegisterPlugin's answer: the read loop serves it.
+            # Configure may arrive before RegisterPlugin's answer: the read path serves it.
             done, _ = await asyncio.wait({register, reading}, return_when=asyncio.FIRST_COMPLETED)
             if register in done:
                 try:
@@ -269,8 +269,7 @@ class Stub:
             connection.close()
             if not reading.done():
                 reading.cancel()
-            with contextlib.suppress(BaseException):
-                await reading
+            await asyncio.wait({reading})  # its outcome was handled above; ours may be a cancel
             await server.close()
 
     # -- updates ------------------------------------------------------------------------------
