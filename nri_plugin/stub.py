@@ -144,6 +144,7 @@ class Stub:
         self.request_timeout = DEFAULT_REQUEST_TIMEOUT
         self.events_mask = 0
         self.registrations = 0  # sessions that got through Configure
+        self.overruns = 0  # handler runs answered with "no change" for overrunning the budget
         self.configured = asyncio.Event()
         self.synchronized = asyncio.Event()
         self._client: ttrpc.Client | None = None
@@ -341,6 +342,7 @@ class Stub:
             return True, result
         except TimeoutError:
             outcome = "overrun"
+            self.overruns += 1
             log.warning(
                 "NRI handler %s overran its %.3fs budget: answered with no change", name, limit
             )

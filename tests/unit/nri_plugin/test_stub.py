@@ -229,6 +229,7 @@ def test_a_handler_that_overruns_its_budget_is_answered_with_no_change(tmp_path:
         assert loop.time() - started < 1.0
         assert not reply.HasField("adjust")
         assert seen == [("create_container", "overrun")]
+        assert stub.overruns == 1
         assert not session.closed.is_set()  # still connected
         await finish(runtime, stub, task)
 
