@@ -1,0 +1,99 @@
+"""QoS classes and priority classes, and how Koordinator derives them.
+
+A pod's QoS class is its ``koordinator.sh/qosClass`` label (LSE, LSR, LS, BE, SYSTEM); any
+other value or no label means NONE, and the Kubernetes QoS class (from the pod's cgroup
+parent) then decides where Koordinator needs a class.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class QoSClass(enum.StrEnum):
+    LSE = "LSE"  # latency-sensitive exclusive: pinned CPUs nobody else uses
+    LSR = "LSR"  # latency-sensitive reserved: pinned CPUs
+    LS = "LS"  # latency-sensitive: the shared pool
+    BE = "BE"  # best effort: batch resources
+    SYSTEM = "SYSTEM"
+    NONE = ""
+
+
+class KubeQoS(enum.StrEnum):
+    GUARANTEED = "Guaranteed"
+    BURSTABLE = "Burstable"
+    BESTEFFORT = "BestEffort"
+
+
+def qos_from_label(value: str | None) -> QoSClass:
+    """The class a label value names; NONE for no label or a value Koordinator does not know."""
+    if value is None:
+        return QoSClass.NONE
+    try:
+        return QoSClass(value)
+    except ValueError:
+        return QoSClass.NONE
+
+
+def is_known_qos_label(value: str) -> bool:
+    return value in {q.value for q in QoSClass if q is not QoSClass.NONE}
+
+
+def kube_qos_from_cgroup_parent(parent: str) -> KubeQoS:
+    """Koordinator's rule: "besteffort" in the path → BestEffort, "burstable" → Burstable."""
+    lowered = parent.lower()
+    if "besteffort" in lowered:
+        return KubeQoS.BESTEFFORT
+    if "burstable" in lowered:
+        return KubeQoS.BURSTABLE
+    return KubeQoS.GUARANTEED
+
+
+def default_qos_for_kube(kube: KubeQoS) -> QoSClass:
+    """The class of a pod without the label: Guaranteed→LSR, Burstable→LS, BestEffort→BE."""
+    return {
+        KubeQoS.GUARANTEED: QoSClass.LSR,
+        KubeQoS.BURSTABLE: QoSClass.LS,
+        KubeQoS.BESTEFFORT: QoSClass.BE,
+    }[kube]
+
+
+@dataclass(frozen=True)
+class PriorityClass:
+    name: str
+    low: int
+    high: int
+    default: int
+
+    def contains(self, priority: int) -> bool:
+        return self.low <= priority <= self.high
+
+
+PROD = PriorityClass("koord-prod", 9000, 9999, 9500)
+MID = PriorityClass("koord-mid", 7000, 7999, 7500)
+BATCH = PriorityClass("koord-batch", 5000, 5999, 5500)
+FREE = PriorityClass("koord-free", 3000, 3999, 3500)
+NONE_PRIORITY = PriorityClass("", 0, -1, 0)
+PRIORITY_CLASSES = (PROD, MID, BATCH, FREE)
+
+
+def priority_class_of(priority: int | None, label: str | None = None) -> PriorityClass:
+    """The priority class by ``spec.priority``, else by the priority-class label."""
+    if priority is not None:
+        for pc in PRIORITY_CLASSES:
+            if pc.contains(priority):
+                return pc
+    if label:
+        for pc in PRIORITY_CLASSES:
+            if pc.name == label:
+                return pc
+    return NONE_PRIORITY
+
+
+def default_priority_class_for_qos(qos: QoSClass) -> PriorityClass:
+    if qos in (QoSClass.SYSTEM, QoSClass.LSE, QoSClass.LSR, QoSClass.LS):
+        return PROD
+    if qos is QoSClass.BE:
+        return BATCH
+    return NONE_PRIORITY

@@ -1,0 +1,61 @@
+"""Kubernetes resource quantities ("500m", "2Gi", "1.5", "1e3") parsed into exact decimals."""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal, InvalidOperation
+
+from koordapi.errors import QuantityError
+
+_SUFFIXES = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal(10**3),
+    "M": Decimal(10**6),
+    "G": Decimal(10**9),
+    "T": Decimal(10**12),
+    "P": Decimal(10**15),
+    "E": Decimal(10**18),
+    "Ki": Decimal(2**10),
+    "Mi": Decimal(2**20),
+    "Gi": Decimal(2**30),
+    "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50),
+    "Ei": Decimal(2**60),
+}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]{1,3})?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)$")
+MAX_CHARS = 64  # a quantity is short; longer input is refused before any parsing
+
+
+def parse_quantity(value: str | int | float) -> Decimal:
+    """The quantity's exact value; raises QuantityError for anything Kubernetes would refuse."""
+    if isinstance(value, bool):
+        raise QuantityError(f"not a quantity: {value!r}")
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise QuantityError(f"not a quantity: {value!r}")
+        return Decimal(str(value))
+    text = str(value).strip()
+    if len(text) > MAX_CHARS:
+        raise QuantityError(f"quantity of {len(text)} characters is too long")
+    match = _QUANTITY.match(text)
+    if not match:
+        raise QuantityError(f"malformed quantity {text!r}")
+    try:
+        number = Decimal(match.group(1))
+    except InvalidOperation:
+        raise QuantityError(f"malformed quantity {text!r}") from None
+    return number * _SUFFIXES[match.group(2)]
+
+
+def value(quantity: str | int | float) -> int:
+    """The quantity rounded up to an integer (Kubernetes ``Quantity.Value``)."""
+    return math.ceil(parse_quantity(quantity))
+
+
+def milli_value(quantity: str | int | float) -> int:
+    """The quantity in thousandths, rounded up (Kubernetes ``Quantity.MilliValue``)."""
+    return math.ceil(parse_quantity(quantity) * 1000)

@@ -1,0 +1,1 @@
+"""One module per Koordinator runtime hook; each exports a ``HOOK`` (see ``registry``)."""

@@ -1,0 +1,127 @@
+"""MemoryQOS: memory.min / memory.low / memory.high per container and pod, at creation.
+
+Koordinator computes these only in its periodic CgroupReconcile; we also deliver them with the
+container (NRI's ``unified`` map on cgroup v2; on cgroup v1 only Anolis kernels have the files,
+and koordlet writes them). The reconciler keeps them true afterwards.
+
+Formulas (Koordinator §3.5): min = request * minLimitPercent / 100; low = request *
+lowLimitPercent / 100, at least min; high = "max" when throttlingPercent is 0, else
+floor((request + (limit - request) * throttling / 100) / page) * page, at least min, where the
+limit is the container's memory limit or the node's allocatable memory. The request is the
+batch-memory request for BE pods; standalone koordlet does not know other pods' memory requests
+(the runtime is not told them) and uses 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from koordapi import annotation, features, keys
+from koordapi.nodeslo import default_spec
+from koordapi.qos import KubeQoS, QoSClass, default_qos_for_kube
+from runtimehooks.hooks.batchresource import extended_resources
+from runtimehooks.patch import ContainerPatch, PodPatch
+from runtimehooks.registry import Hook
+from runtimehooks.request import ContainerRequest, PodRequest, Stage
+from runtimehooks.rules import Rules
+
+PAGE_SIZE = 4096
+MAX = -1  # memory.high "max"
+
+
+def config(pod: PodRequest, rules: Rules) -> Mapping[str, int] | None:
+    """The pod's effective MemoryQOS fields, or None when memory QoS is off for it."""
+    qos = pod.qos
+    if qos is QoSClass.NONE:
+        qos = default_qos_for_kube(pod.kube_qos)
+    if qos is QoSClass.LSE:
+        qos = QoSClass.LSR
+    node_cfg = rules.slo.memory_qos(qos)
+    text = pod.annotations.get(keys.ANNOTATION_MEMORY_QOS)
+    if text is None:
+        return node_cfg.values if node_cfg.enable else None
+    pod_cfg = annotation.parse_pod_memory_qos(text)
+    if pod_cfg.policy == "none":
+        return None
+    if pod_cfg.policy == "auto":
+        defaults = default_spec()["resourceQOSStrategy"]
+        section = {
+            QoSClass.LSR: "lsrClass",
+            QoSClass.LS: "lsClass",
+            QoSClass.BE: "beClass",
+            QoSClass.SYSTEM: "systemClass",
+        }[qos]
+        base = {k: v for k, v in defaults[section]["memoryQOS"].items() if k != "enable"}
+    elif node_cfg.enable:
+        base = dict(node_cfg.values)
+    else:
+        return None
+    return {**base, **pod_cfg.fields}
+
+
+def _request(pod: PodRequest, container_name: str | None) -> int:
+    """Batch-memory request of one container (or the pod: all of them), 0 when unknown."""
+    spec = extended_resources(pod) or {}
+    names = spec.keys() if container_name is None else [container_name]
+    total = 0
+    for name in names:
+        res = spec.get(name)
+        if res is not None and res.requests.get(keys.BATCH_MEMORY) is not None:
+            total += math.ceil(res.requests[keys.BATCH_MEMORY])
+    return total
+
+
+def container(req: ContainerRequest, rules: Rules, stage: Stage) -> ContainerPatch | None:
+    cfg = config(req.pod, rules)
+    if cfg is None:
+        return None
+    request = _request(req.pod, req.name)
+    memory_min = request * cfg.get("minLimitPercent", 0) // 100
+    memory_low = max(request * cfg.get("lowLimitPercent", 0) // 100, memory_min)
+    throttling = cfg.get("throttlingPercent", 0)
+    if throttling == 0:
+        memory_high = MAX
+    else:
+        limit = req.resources.memory_limit
+        if not limit or limit <= 0:
+            limit = rules.node.allocatable_memory
+        high = request + (limit - request) * throttling // 100
+        memory_high = max(high // PAGE_SIZE * PAGE_SIZE, memory_min)
+    return ContainerPatch(memory_min=memory_min, memory_low=memory_low, memory_high=memory_high)
+
+
+def pod(req: PodRequest, rules: Rules, stage: Stage) -> PodPatch | None:
+    cfg = config(req, rules)
+    if cfg is None:
+        return None
+    request = _request(req, None)
+    memory_min = request * cfg.get("minLimitPercent", 0) // 100
+    return PodPatch(
+        memory_min=memory_min,
+        memory_low=max(request * cfg.get("lowLimitPercent", 0) // 100, memory_min),
+    )
+
+
+def kube_qos_sums(pod_mins: Mapping[KubeQoS, int]) -> dict[KubeQoS, int]:
+    """QoS directories hold the sum of their pods; the kubepods root holds all three."""
+    sums = dict(pod_mins)
+    sums[KubeQoS.GUARANTEED] = sum(pod_mins.values())
+    return sums
+
+
+HOOK = Hook(
+    name="MemoryQOS",
+    gate=features.MEMORY_QOS,
+    stages=frozenset(
+        {
+            Stage.PRE_RUN_POD_SANDBOX,
+            Stage.RECONCILE_POD,
+            Stage.PRE_CREATE_CONTAINER,
+            Stage.PRE_UPDATE_CONTAINER_RESOURCES,
+            Stage.RECONCILE_CONTAINER,
+        }
+    ),
+    pod=pod,
+    container=container,
+)
