@@ -82,8 +82,8 @@ def run_container_stage(
 ) -> Outcome[ContainerPatch]:
     outcome: Outcome[ContainerPatch] = Outcome(ContainerPatch())
     for hook in ordered(hooks, rules, stage):
+        if hook.container is not None and not _run(
             hook, hook.container, req, rules=rules, stage=stage, policy=policy, outcome=outcome
-            hook, hook.container, req, rules, stage, policy, outcome
         ):
             break
     return outcome
