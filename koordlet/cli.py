@@ -1,13 +1,110 @@
-"""The ``koordlet`` command: the node QoS daemon."""
+"""The ``koordlet`` command: the node QoS daemon, standalone by default.
+
+Flag names are Koordinator's where it has the setting, so existing DaemonSet arguments work.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+import os
+import socket
+import sys
 from importlib.metadata import version
+from pathlib import Path
+
+from koordapi.errors import ModelError
+from koordapi.features import FeatureGates
+from koordlet.daemon import Config, Koordlet
+from runtimehooks.registry import FailurePolicy
+
+
+def duration(text: str) -> float:
+    """A Go-style duration ("10s", "500ms", "1m") or plain seconds, as seconds."""
+    text = text.strip()
+    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(text[: -len(suffix)]) * factor
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 10s, 500ms)") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="koordlet", description="Koordinator's node QoS daemon, in Python."
+    )
+    p.add_argument("--version", action="version", version=version("koordinator-py"))
+    p.add_argument("--cgroup-root-dir", default="/sys/fs/cgroup/", help="cgroup mount point")
+    p.add_argument("--var-run-root-dir", default="/var/run/", help="parent of the NRI socket")
+    p.add_argument("--sys-root-dir", default="/sys/", help="sysfs mount point")
+    p.add_argument("--proc-root-dir", default="/proc/", help="procfs mount point")
+    p.add_argument("--sys-fs-root-dir", default="/sys/fs/", help="resctrl lives in its resctrl/")
+    p.add_argument("--enable-nri-runtime-hook", default="true", choices=["true", "false"])
+    p.add_argument(
+        "--runtime-hooks-nri-socket-path",
+        default="nri/nri.sock",
+        help="NRI socket, relative to --var-run-root-dir (default %(default)s)",
+    )
+    p.add_argument("--runtime-hooks-nri-plugin-name", default="koordlet_nri")
+    p.add_argument("--runtime-hooks-nri-plugin-index", default="00")
+    p.add_argument(
+        "--runtime-hooks-plugin-failure-policy", default="Ignore", choices=["Ignore", "Fail"]
+    )
+    p.add_argument("--runtime-hooks-reconcile-interval", default="10s", type=duration)
+    p.add_argument("--disable-unset-cpu-quota", default="false", choices=["true", "false"])
+    p.add_argument("--hami-core-library-directory-path", default="/usr/local/vgpu/libvgpu.so")
+    p.add_argument(
+        "--feature-gates", default="", help="e.g. CPUNormalization=true,GroupIdentity=false"
+    )
+    p.add_argument("--addr", default=":9316", help="metrics address; empty to disable")
+    p.add_argument(
+        "--node-slo-file",
+        default=None,
+        help="NodeSLO spec (YAML or JSON) with optional node inputs; reloaded on change",
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    gates = FeatureGates.parse(args.feature_gates)
+    sys_fs = Path(args.sys_fs_root_dir)
+    return Config(
+        node_name=os.environ.get("NODE_NAME") or socket.gethostname(),
+        cgroup_root=Path(args.cgroup_root_dir),
+        var_run_root=Path(args.var_run_root_dir),
+        sys_root=Path(args.sys_root_dir),
+        proc_root=Path(args.proc_root_dir),
+        resctrl_root=sys_fs / "resctrl",
+        nri_enabled=args.enable_nri_runtime_hook == "true",
+        nri_socket_path=args.runtime_hooks_nri_socket_path,
+        nri_plugin_name=args.runtime_hooks_nri_plugin_name,
+        nri_plugin_index=args.runtime_hooks_nri_plugin_index,
+        failure_policy=FailurePolicy(args.runtime_hooks_plugin_failure_policy),
+        reconcile_interval=args.runtime_hooks_reconcile_interval,
+        feature_gates=gates,
+        metrics_addr=args.addr,
+        node_slo_file=Path(args.node_slo_file) if args.node_slo_file else None,
+        disable_unset_cpu_quota=args.disable_unset_cpu_quota == "true",
+        hami_core_library=args.hami_core_library_directory_path,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="koordlet", description="the node QoS daemon")
-    parser.add_argument("--version", action="version", version=version("koordinator-py"))
-    parser.parse_args(argv)
-    parser.exit(2, "koordlet: the node QoS daemon is not in this release yet (README.md, Status)\n")
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        config = config_from_args(args)
+        daemon = Koordlet(config)
+    except (ModelError, OSError) as err:
+        print(f"koordlet: {err}", file=sys.stderr)
+        return 2
+    asyncio.run(daemon.run())
+    return 0

@@ -1,0 +1,70 @@
+"""Apply hook results to the node through the executor: cgroup files, resctrl, processes.
+
+Both the NRI server (pod values at RunPodSandbox) and the reconciler (everything, every pass)
+come through here, so a value is written the same way whoever computed it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from koordlet.executor import CgroupWrite, Executor, WriteResult, coresched, procfs
+from koordlet.executor.resctrl import Resctrl, ResctrlError
+from koordlet.translate import container_writes, pod_writes
+from runtimehooks.patch import ContainerPatch, PodPatch
+from runtimehooks.request import ContainerRequest, PodRequest
+from runtimehooks.rules import KernelFeatures
+
+log = logging.getLogger(__name__)
+
+
+class Applier:
+    def __init__(
+        self, executor: Executor, resctrl: Resctrl, proc_root: Path = procfs.PROC_ROOT
+    ) -> None:
+        self.executor = executor
+        self.resctrl = resctrl
+        self.proc_root = proc_root
+
+    def pod_values(
+        self, pod: PodRequest, patch: PodPatch, kernel: KernelFeatures
+    ) -> list[CgroupWrite]:
+        """Write the resctrl part now; return the pod's cgroup writes (for a leveled batch)."""
+        if patch.resctrl is not None:
+            try:
+                self.resctrl.ensure_group(patch.resctrl.closid, patch.resctrl.schemata)
+            except ResctrlError as err:
+                log.warning("resctrl for pod %s: %s", pod.key, err)
+        if patch.remove_resctrl is not None:
+            try:
+                self.resctrl.remove_group(patch.remove_resctrl)
+            except ResctrlError as err:
+                log.warning("resctrl for pod %s: %s", pod.key, err)
+        return pod_writes(pod.cgroup_dir, patch, kernel) if pod.cgroup_dir else []
+
+    def apply_pod(
+        self, pod: PodRequest, patch: PodPatch, kernel: KernelFeatures
+    ) -> list[WriteResult]:
+        return self.executor.apply(self.pod_values(pod, patch, kernel))
+
+    def container_values(
+        self, container: ContainerRequest, patch: ContainerPatch, kernel: KernelFeatures
+    ) -> list[CgroupWrite]:
+        """Apply the per-process part now; return the container's cgroup writes."""
+        if not container.cgroup_dir:
+            return []
+        if patch.oom_score_adj is not None or patch.core_sched_group is not None:
+            pids = self.executor.procs(container.cgroup_dir)
+            if patch.oom_score_adj is not None:
+                procfs.set_oom_score_adj(pids, patch.oom_score_adj, self.proc_root)
+            if patch.core_sched_group and pids:
+                try:
+                    coresched.share_cookie(sorted(pids))
+                except coresched.CoreSchedError as err:
+                    log.warning("core scheduling for %s: %s", container.key, err)
+        return container_writes(container.cgroup_dir, patch, kernel)
+
+    def apply_leveled(self, levels: Sequence[Sequence[CgroupWrite]]) -> list[WriteResult]:
+        return self.executor.apply_leveled(levels)

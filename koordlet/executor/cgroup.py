@@ -1,0 +1,132 @@
+"""cgroup resources as Koordinator names them, and where each lives on cgroup v1 and v2.
+
+A resource keeps its v1 file name as its name ("cpu.shares"); on v2 it is written to the v2
+file with the value converted (shares → cpu.weight, -1 → "max"). Each resource has a validator:
+a value outside the kernel's range is refused before any write. Values are compared by meaning
+(CPU sets as sets, "max" as -1), so writing what is already there is a no-op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from koordapi.cgroup import shares_to_weight
+from koordapi.cpuset import parse_cpuset
+from koordapi.errors import ModelError
+
+V1_UNLIMITED_FLOOR = 1 << 62  # v1 reports "no limit" as the largest page-aligned int64
+
+
+def _range(lo: int | None, hi: int | None) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        try:
+            number = int(value)
+        except ValueError:
+            return f"{value!r} is not an integer"
+        if (lo is not None and number < lo) or (hi is not None and number > hi):
+            return f"{number} is outside [{lo}, {hi}]"
+        return None
+
+    return check
+
+
+def _quota(value: str) -> str | None:
+    try:
+        number = int(value)
+    except ValueError:
+        return f"{value!r} is not an integer"
+    return None if number == -1 or number >= 1000 else f"quota {number} must be -1 or at least 1000"
+
+
+def _limit(value: str) -> str | None:
+    try:
+        number = int(value)
+    except ValueError:
+        return f"{value!r} is not an integer"
+    return None if number == -1 or number >= 0 else f"{number} must be -1 or not negative"
+
+
+def _cpuset(value: str) -> str | None:
+    try:
+        parse_cpuset(value)
+    except ModelError as err:
+        return str(err)
+    return None
+
+
+def _normalize_int(text: str) -> object:
+    text = text.strip()
+    if text == "max":
+        return -1
+    first = text.split()[0] if text else text  # cpu.max: "quota period"
+    if first == "max":
+        return -1
+    number = int(first)
+    return -1 if number >= V1_UNLIMITED_FLOOR else number
+
+
+def _normalize_cpuset(text: str) -> object:
+    return parse_cpuset(text)
+
+
+def _v2_max(value: str) -> str:
+    return "max" if int(value) == -1 else value
+
+
+@dataclass(frozen=True)
+class Resource:
+    name: str  # v1 file name
+    subsystem: str  # v1 hierarchy
+    v2_file: str | None  # None: no v2 counterpart
+    validate: Callable[[str], str | None]
+    to_v2: Callable[[str], str] = str
+    normalize: Callable[[str], object] = _normalize_int
+    v1_file: str | None = None  # when it differs from name
+
+    def path(self, root: Path, version: int, cgroup: str) -> Path | None:
+        rel = cgroup.strip("/")
+        if version == 2:
+            return None if self.v2_file is None else root / rel / self.v2_file
+        return root / self.subsystem / rel / (self.v1_file or self.name)
+
+    def wire_value(self, value: str, version: int) -> str:
+        return self.to_v2(value) if version == 2 else value
+
+
+RESOURCES = {
+    r.name: r
+    for r in (
+        Resource(
+            "cpu.shares",
+            "cpu",
+            "cpu.weight",
+            _range(2, 262144),
+            lambda v: str(shares_to_weight(int(v))),
+        ),
+        Resource("cpu.cfs_quota_us", "cpu", "cpu.max", _quota, _v2_max),
+        Resource("cpu.cfs_burst_us", "cpu", "cpu.max.burst", _range(0, 100_000_000)),
+        Resource("cpu.bvt_warp_ns", "cpu", "cpu.bvt_warp_ns", _range(-1, 2)),
+        Resource("cpu.idle", "cpu", "cpu.idle", _range(0, 1)),
+        Resource("cpuset.cpus", "cpuset", "cpuset.cpus", _cpuset, normalize=_normalize_cpuset),
+        Resource("cpuset.mems", "cpuset", "cpuset.mems", _cpuset, normalize=_normalize_cpuset),
+        Resource("memory.limit_in_bytes", "memory", "memory.max", _limit, _v2_max),
+        Resource("memory.min", "memory", "memory.min", _range(0, None)),
+        Resource("memory.low", "memory", "memory.low", _range(0, None)),
+        Resource("memory.high", "memory", "memory.high", _limit, _v2_max),
+        Resource("net_cls.classid", "net_cls", None, _range(0, (1 << 32) - 1)),
+    )
+}
+
+
+def lookup(name: str) -> Resource:
+    try:
+        return RESOURCES[name]
+    except KeyError:
+        raise ValueError(f"unknown cgroup resource {name!r}") from None
+
+
+def detect_version(root: Path) -> int:
+    """2 for a unified hierarchy at ``root``, else 1 (v1 or hybrid)."""
+    return 2 if (root / "cgroup.controllers").exists() else 1

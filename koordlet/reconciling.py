@@ -1,0 +1,174 @@
+"""The reconciler: keep every known pod's and container's values true, pass after pass.
+
+Every ``interval`` (``--runtime-hooks-reconcile-interval``, 10 s by default), right after a
+Synchronize, and for one container right after it starts, the same hooks run again in their
+reconcile stages from the requests the runtime made, and the results are written through the
+executor: kube-QoS directories first, then each pod and its containers as one leveled batch
+(the pod is loosened before its containers tighten). Values that already hold are not written;
+a value changed behind koordlet's back is put back on the next pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from koordapi.qos import KubeQoS
+from koordlet.applying import Applier
+from koordlet.executor import CgroupWrite, Status
+from koordlet.hookserver import failure_cause
+from koordlet.metrics import KoordletMetrics
+from koordlet.states.pods import KnownPod, PodStore
+from runtimehooks.hooks import coresched, groupidentity
+from runtimehooks.registry import (
+    FailurePolicy,
+    Hook,
+    HookFailure,
+    run_container_stage,
+    run_pod_stage,
+)
+from runtimehooks.request import Stage
+from runtimehooks.rules import Rules
+
+log = logging.getLogger(__name__)
+
+KUBE_QOS_DIRS_CGROUPFS = {
+    KubeQoS.GUARANTEED: "kubepods",
+    KubeQoS.BURSTABLE: "kubepods/burstable",
+    KubeQoS.BESTEFFORT: "kubepods/besteffort",
+}
+KUBE_QOS_DIRS_SYSTEMD = {
+    KubeQoS.GUARANTEED: "kubepods.slice",
+    KubeQoS.BURSTABLE: "kubepods.slice/kubepods-burstable.slice",
+    KubeQoS.BESTEFFORT: "kubepods.slice/kubepods-besteffort.slice",
+}
+
+
+class Reconciler:
+    def __init__(
+        self,
+        *,
+        hooks: Sequence[Hook],
+        rules: Callable[[], Rules],
+        pods: PodStore,
+        applier: Applier,
+        metrics: KoordletMetrics,
+        interval: float,
+    ) -> None:
+        self.hooks = hooks
+        self.rules = rules
+        self.pods = pods
+        self.applier = applier
+        self.metrics = metrics
+        self.interval = interval
+        self.passes = 0
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """Run a pass now (after a Synchronize, or when the node config changed)."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            self._wake.clear()
+            try:
+                self.reconcile_all()
+            except Exception:  # a bug in one pass must not end the loop
+                log.exception("reconcile pass failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval)
+
+    # -- passes -------------------------------------------------------------------------------
+
+    def reconcile_all(self) -> None:
+        start = time.perf_counter()
+        rules = self.rules()
+        self.reconcile_kube_qos(rules)
+        for known in self.pods:
+            self.reconcile_pod(known, rules)
+        self.passes += 1
+        self._observe("allpods", "all", start, "succeeded")
+
+    def reconcile_container_now(self, pod_id: str, container_id: str) -> None:
+        known = self.pods.pod(pod_id)
+        if known is not None and container_id in known.containers:
+            self.reconcile_pod(known, self.rules(), only=container_id)
+
+    def reconcile_kube_qos(self, rules: Rules) -> None:
+        dirs = self._kube_qos_dirs()
+        writes: list[CgroupWrite] = []
+        gi = (
+            groupidentity.kube_qos_values(rules)
+            if rules.gates.enabled(groupidentity.HOOK.gate)
+            else None
+        )
+        if gi is not None:
+            for kube, value in gi.items():
+                patch = groupidentity.to_patch(value, rules)
+                if patch is not None and patch.cpu_bvt_warp_ns is not None:
+                    writes.append(CgroupWrite(dirs[kube], "cpu.bvt_warp_ns", patch.cpu_bvt_warp_ns))
+                elif (
+                    patch is not None
+                    and patch.cpu_idle is not None
+                    and kube is not KubeQoS.GUARANTEED
+                ):
+                    # cpu.idle on the kubepods root would idle every pod: only the QoS children.
+                    writes.append(CgroupWrite(dirs[kube], "cpu.idle", patch.cpu_idle))
+        idle = coresched.kube_qos_idle(rules) if rules.gates.enabled(coresched.HOOK.gate) else None
+        if idle is not None and rules.kernel.cpu_idle:
+            writes += [
+                CgroupWrite(dirs[k], "cpu.idle", v)
+                for k, v in idle.items()
+                if k is not KubeQoS.GUARANTEED
+            ]
+        existing = [
+            w for w in writes if self.applier.executor.read(w.cgroup, w.resource) is not None
+        ]
+        self.applier.executor.apply(existing)
+
+    def reconcile_pod(self, known: KnownPod, rules: Rules, only: str | None = None) -> None:
+        start = time.perf_counter()
+        pod = known.request
+        pod_writes: list[CgroupWrite] = []
+        if only is None:
+            outcome = run_pod_stage(
+                self.hooks, Stage.RECONCILE_POD, pod, rules, FailurePolicy.IGNORE
+            )
+            self._note_failures(outcome.failures, pod.key)
+            pod_writes = self.applier.pod_values(pod, outcome.patch, rules.kernel)
+        container_writes: list[CgroupWrite] = []
+        for cid, container in known.containers.items():
+            if only is not None and cid != only:
+                continue
+            c_outcome = run_container_stage(
+                self.hooks, Stage.RECONCILE_CONTAINER, container, rules, FailurePolicy.IGNORE
+            )
+            self._note_failures(c_outcome.failures, container.key)
+            container_writes += self.applier.container_values(
+                container, c_outcome.patch, rules.kernel
+            )
+        results = self.applier.apply_leveled([pod_writes, container_writes])
+        status = "failed" if any(r.status is Status.FAILED for r in results) else "succeeded"
+        self._observe("pod", "all", start, status)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _kube_qos_dirs(self) -> dict[KubeQoS, str]:
+        systemd = any(".slice" in k.request.cgroup_dir for k in self.pods)
+        return KUBE_QOS_DIRS_SYSTEMD if systemd else KUBE_QOS_DIRS_CGROUPFS
+
+    def _note_failures(self, failures: Sequence[HookFailure], subject: str) -> None:
+        # Counted every pass, logged at debug: the NRI path already logged the first time.
+        for failure in failures:
+            cause = failure_cause(failure.error)
+            self.metrics.hook_failures.labels(self.metrics.node, failure.hook, cause).inc()
+            log.debug("reconcile: hook %s for %s: %s", failure.hook, subject, failure.error)
+
+    def _observe(self, level: str, resource: str, start: float, status: str) -> None:
+        ms = (time.perf_counter() - start) * 1000
+        self.metrics.reconcile_duration.labels(self.metrics.node, level, resource, status).observe(
+            ms
+        )

@@ -1,0 +1,113 @@
+"""The NodeSLO file of standalone mode: Koordinator's NodeSLO spec plus the node's inputs.
+
+The file is YAML or JSON, either a NodeSLO object (``kind: NodeSLO``, ``spec: ...``) or a bare
+spec, optionally with a ``node`` section holding what Koordinator reads from the Node object:
+``annotations`` (``node.koordinator.sh/cpu-normalization-ratio``, ``.../reservation``,
+``.../system-qos-resource``, ``kubelet.koordinator.sh/cpu-manager-policy``) and ``labels``.
+It is re-read when it changes; invalid content keeps the last good configuration.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from koordapi import annotation, keys
+from koordapi.errors import ModelError, NodeSLOError
+from koordapi.nodeslo import NodeSLOSpec
+
+log = logging.getLogger(__name__)
+
+MAX_FILE_BYTES = 1 << 20
+NODE_ANNOTATION_PARSERS = {
+    keys.ANNOTATION_CPU_NORMALIZATION_RATIO: annotation.parse_cpu_normalization_ratio,
+    keys.ANNOTATION_NODE_RESERVATION: annotation.parse_node_reservation,
+    keys.ANNOTATION_SYSTEM_QOS_RESOURCE: annotation.parse_system_qos_resource,
+    keys.ANNOTATION_KUBELET_CPU_MANAGER_POLICY: annotation.parse_kubelet_cpu_manager_policy,
+}
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    spec: NodeSLOSpec = field(default_factory=NodeSLOSpec)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def parsed(self, key: str) -> Any:
+        """A known node annotation, parsed (None when absent)."""
+        text = self.annotations.get(key)
+        return None if text is None else NODE_ANNOTATION_PARSERS[key](text)
+
+
+def parse_node_config(text: str) -> NodeConfig:
+    """Parse the file's text; raises ModelError with the path of what is wrong."""
+    if len(text) > MAX_FILE_BYTES:
+        raise NodeSLOError("file", f"{len(text)} bytes is more than {MAX_FILE_BYTES}")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise NodeSLOError("file", f"not valid YAML or JSON: {err}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise NodeSLOError("file", f"must be an object, got {type(data).__name__}")
+    node = data.pop("node", None) or {}
+    if not isinstance(node, dict):
+        raise NodeSLOError("node", "must be an object with annotations and labels")
+    spec_data = data.get("spec", {}) if data.get("kind") == "NodeSLO" or "spec" in data else data
+    notes = {str(k): str(v) for k, v in (node.get("annotations") or {}).items()}
+    labels = {str(k): str(v) for k, v in (node.get("labels") or {}).items()}
+    config = NodeConfig(NodeSLOSpec.parse(spec_data), notes, labels)
+    for key in NODE_ANNOTATION_PARSERS:
+        config.parsed(key)  # validate now, so a bad value never becomes the live config
+    return config
+
+
+class NodeConfigFile:
+    """Loads ``path`` and re-loads it when it changes; ``current`` is the last good config."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.current = NodeConfig()
+        self.error: str | None = None  # why the file's content is not in use
+        self.loads = 0
+        self._seen: tuple[int, int, int] | None = None
+
+    def reload_if_changed(self) -> bool:
+        """Re-read the file if its identity or size or mtime changed; True if config changed."""
+        if self.path is None:
+            return False
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            if self._seen is not None or self.error is None:
+                self.error = f"{self.path} does not exist: using the last good NodeSLO"
+                log.warning("node config: %s", self.error)
+                self._seen = None
+            return False
+        except OSError as err:
+            self.error = f"cannot stat {self.path}: {err.strerror}"
+            return False
+        seen = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if seen == self._seen:
+            return False
+        self._seen = seen
+        try:
+            config = parse_node_config(self.path.read_text())
+        except (OSError, ModelError) as err:
+            self.error = f"{self.path}: {err}"
+            log.warning("node config not loaded, keeping the last good one: %s", self.error)
+            return False
+        self.error = None
+        for unknown in config.spec.unknown_keys:
+            log.info("node config: ignoring unknown key %s", unknown)
+        changed = config != self.current
+        self.current = config
+        self.loads += 1
+        log.info("node config loaded from %s", self.path)
+        return changed

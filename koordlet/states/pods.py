@@ -1,0 +1,166 @@
+"""The pods and containers koordlet knows, as the runtime reported them through NRI.
+
+In standalone mode this is the only source of pods: Synchronize lists what exists when koordlet
+connects, then pod and container events keep it current. Each container keeps the resources
+the runtime was last asked to give it (create or update), so the reconciler recomputes from the
+request, never from values koordlet itself wrote.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+
+from koordapi import keys
+from nri_plugin import api
+from runtimehooks.request import ContainerRequest, ContainerResources, PodRequest
+
+_SYSTEMD_SCOPE = re.compile(r"^([^:]+):([^:]+):([^:]+)$")
+
+
+def cgroup_dir(path: str) -> str:
+    """A cgroups path from NRI as a directory under a hierarchy root.
+
+    cgroupfs paths are already directories ("/kubepods/burstable/pod<uid>/<id>"). The systemd
+    driver's "slice:prefix:name" becomes "parent slices/slice/prefix-name.scope", and a bare
+    "a-b-c.slice" its nested slice path ("a.slice/a-b.slice/a-b-c.slice").
+    """
+    path = path.strip()
+    scope = _SYSTEMD_SCOPE.match(path)
+    if scope:
+        slice_name, prefix, name = scope.groups()
+        return f"{_slice_path(slice_name)}/{prefix}-{name}.scope"
+    if path.endswith(".slice") and "/" not in path:
+        return _slice_path(path)
+    return path.strip("/")
+
+
+def _slice_path(slice_name: str) -> str:
+    stem = slice_name.removesuffix(".slice")
+    if stem in ("", "-"):
+        return ""
+    parts = stem.split("-")
+    return "/".join("-".join(parts[: i + 1]) + ".slice" for i in range(len(parts)))
+
+
+def pod_request(pod: api.PodSandbox) -> PodRequest:
+    quota = None
+    if pod.HasField("linux") and pod.linux.HasField("pod_resources"):
+        cpu = pod.linux.pod_resources.cpu
+        if cpu.HasField("quota"):
+            quota = cpu.quota.value
+    return PodRequest(
+        uid=pod.uid,
+        name=pod.name,
+        namespace=pod.namespace,
+        labels=dict(pod.labels),
+        annotations=dict(pod.annotations),
+        cgroup_dir=cgroup_dir(pod.linux.cgroup_parent),
+        runtime_handler=pod.runtime_handler,
+        cpu_quota=quota,
+    )
+
+
+def container_resources(resources: api.LinuxResources) -> ContainerResources:
+    cpu, memory = resources.cpu, resources.memory
+    return ContainerResources(
+        cpu_shares=cpu.shares.value if cpu.HasField("shares") else None,
+        cpu_quota=cpu.quota.value if cpu.HasField("quota") else None,
+        cpu_period=cpu.period.value if cpu.HasField("period") else None,
+        memory_limit=memory.limit.value if memory.HasField("limit") else None,
+        cpuset_cpus=cpu.cpus or None,
+    )
+
+
+def container_request(pod: PodRequest, container: api.Container) -> ContainerRequest:
+    return ContainerRequest(
+        pod=pod,
+        name=container.name,
+        id=container.id,
+        cgroup_dir=cgroup_dir(container.linux.cgroups_path),
+        resources=container_resources(container.linux.resources),
+    )
+
+
+@dataclass
+class KnownPod:
+    request: PodRequest
+    containers: dict[str, ContainerRequest] = field(default_factory=dict)  # by container id
+
+
+class PodStore:
+    """Pods by sandbox id; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, KnownPod] = {}
+        self.generation = 0  # bumped on every change: cheap "did anything change?"
+        self.pinned_generation = 0  # bumped when a pod with pinned CPUs comes or goes
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def __iter__(self) -> Iterator[KnownPod]:
+        return iter(list(self._pods.values()))
+
+    def put_pod(self, pod: api.PodSandbox) -> PodRequest:
+        request = pod_request(pod)
+        known = self._pods.get(pod.id)
+        before = (
+            None
+            if known is None
+            else known.request.annotations.get(keys.ANNOTATION_RESOURCE_STATUS)
+        )
+        if request.annotations.get(keys.ANNOTATION_RESOURCE_STATUS) != before:
+            self.pinned_generation += 1
+        if known is None:
+            self._pods[pod.id] = KnownPod(request)
+        else:
+            known.request = request
+            known.containers = {cid: replace(c, pod=request) for cid, c in known.containers.items()}
+        self.generation += 1
+        return request
+
+    def pod(self, pod_id: str) -> KnownPod | None:
+        return self._pods.get(pod_id)
+
+    def remove_pod(self, pod_id: str) -> None:
+        known = self._pods.pop(pod_id, None)
+        if known is not None:
+            self.generation += 1
+            if keys.ANNOTATION_RESOURCE_STATUS in known.request.annotations:
+                self.pinned_generation += 1
+
+    def put_container(
+        self,
+        pod: api.PodSandbox,
+        container: api.Container,
+        resources: api.LinuxResources | None = None,
+    ) -> ContainerRequest:
+        """Record a container, with ``resources`` (an update's) instead of its own if given."""
+        known = self._pods.get(pod.id)
+        pod_req = known.request if known is not None else self.put_pod(pod)
+        request = container_request(pod_req, container)
+        if resources is not None:
+            request = replace(request, resources=container_resources(resources))
+        self._pods[pod.id].containers[container.id] = request
+        self.generation += 1
+        return request
+
+    def remove_container(self, pod_id: str, container_id: str) -> None:
+        known = self._pods.get(pod_id)
+        if known is not None and known.containers.pop(container_id, None) is not None:
+            self.generation += 1
+
+    def replace_all(self, pods: list[api.PodSandbox], containers: list[api.Container]) -> None:
+        """Start over from a Synchronize: exactly these pods and containers."""
+        by_id = {p.id: p for p in pods}
+        self._pods = {}
+        self.pinned_generation += 1
+        for pod in pods:
+            self.put_pod(pod)
+        for container in containers:
+            owner = by_id.get(container.pod_sandbox_id)
+            if owner is not None:
+                self.put_container(owner, container)
+        self.generation += 1

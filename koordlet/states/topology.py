@@ -1,0 +1,74 @@
+"""The node's CPUs and NUMA nodes, memory, and which kernel interfaces exist.
+
+Read from sysfs and procfs under injectable roots, once at start (CPU hot-plug is rare; a
+restart picks it up).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from koordapi.cpuset import parse_cpuset
+from koordlet.executor import coresched
+from koordlet.executor.cgroup import detect_version
+from koordlet.executor.resctrl import Resctrl
+from runtimehooks.rules import KernelFeatures
+
+
+@dataclass(frozen=True)
+class Topology:
+    cpus: frozenset[int]
+    numa: dict[int, frozenset[int]] = field(default_factory=dict)  # node → CPUs
+    socket_of_node: dict[int, int] = field(default_factory=dict)
+    memory_bytes: int = 0
+
+
+def read_topology(sys_root: Path = Path("/sys"), proc_root: Path = Path("/proc")) -> Topology:
+    cpu_dir = sys_root / "devices" / "system" / "cpu"
+    cpus = parse_cpuset((cpu_dir / "online").read_text())
+    numa: dict[int, frozenset[int]] = {}
+    node_dir = sys_root / "devices" / "system" / "node"
+    if node_dir.is_dir():
+        for entry in sorted(node_dir.glob("node[0-9]*")):
+            node_cpus = parse_cpuset((entry / "cpulist").read_text()) & cpus
+            if node_cpus:
+                numa[int(entry.name[4:])] = node_cpus
+    if not numa:
+        numa = {0: cpus}
+    sockets = {}
+    for node, node_cpus in numa.items():
+        package = cpu_dir / f"cpu{min(node_cpus)}" / "topology" / "physical_package_id"
+        sockets[node] = int(package.read_text()) if package.exists() else 0
+    memory = 0
+    meminfo = proc_root / "meminfo"
+    if meminfo.exists():
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = int(line.split()[1]) * 1024
+    return Topology(cpus, numa, sockets, memory)
+
+
+def _any_child_has(root: Path, name: str) -> bool:
+    if (root / name).exists():
+        return True
+    return any((child / name).exists() for child in root.iterdir() if child.is_dir())
+
+
+def detect_kernel(cgroup_root: Path, resctrl: Resctrl) -> KernelFeatures:
+    version = detect_version(cgroup_root)
+    cpu_root = cgroup_root if version == 2 else cgroup_root / "cpu"
+    memory_root = cgroup_root / "memory"
+    has_resctrl = resctrl.available
+    return KernelFeatures(
+        cgroup_version=version,
+        bvt=cpu_root.is_dir() and _any_child_has(cpu_root, "cpu.bvt_warp_ns"),
+        cpu_idle=cpu_root.is_dir() and _any_child_has(cpu_root, "cpu.idle"),
+        core_sched=coresched.supported(),
+        resctrl=has_resctrl,
+        memory_qos_v1=version == 1
+        and memory_root.is_dir()
+        and _any_child_has(memory_root, "memory.min"),
+        l3_cbm_mask=resctrl.cbm_mask() if has_resctrl else 0,
+        l3_cache_ids=resctrl.l3_cache_ids() if has_resctrl else (),
+    )

@@ -1,0 +1,129 @@
+"""koordlet as users start it, against the harness's containerd, for e2e tests and the demo.
+
+Usage::
+
+    with KoordletProcess(node, node_slo=SLO_YAML) as koordlet:   # waits for NRI registration
+        ...
+        koordlet.restart()
+        koordlet.metric("koordlet_runtime_hook_failures_total")
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+from tests.e2e.harness import paths
+from tests.e2e.harness.node import Node
+
+PLUGIN_ID = "00-koordlet_nri"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class KoordletProcess:
+    def __init__(
+        self, node: Node, *, node_slo: str = "", args: tuple[str, ...] = (), interval: str = "1s"
+    ) -> None:
+        self.node = node
+        base = node.containerd.layout.base
+        self.slo_file = base / "nodeslo.yaml"
+        self.slo_file.write_text(node_slo)
+        self.log = base / "koordlet.log"
+        self.port = free_port()
+        self.command = [
+            str(Path(sys.executable).parent / "koordlet"),
+            "--var-run-root-dir",
+            str(base),
+            "--node-slo-file",
+            str(self.slo_file),
+            "--addr",
+            f"127.0.0.1:{self.port}",
+            "--runtime-hooks-reconcile-interval",
+            interval,
+            *args,
+        ]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 20) -> KoordletProcess:
+        """Start koordlet and wait until containerd has a new registration of it."""
+        needle = f'plugin \\"{PLUGIN_ID}\\" connected'
+        before = self.node.containerd.log_text(since_start=True).count(needle)
+        env = dict(os.environ, PYTHONPATH=str(paths.REPO_ROOT), NODE_NAME="e2e-node")
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.command, stdout=out, stderr=subprocess.STDOUT, env=env
+            )
+        try:
+            self.node.containerd.wait_for_log(needle, before + 1, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def metrics_text(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as response:
+            return str(response.read().decode())
+
+    def metric(self, name: str, **labels: str) -> float:
+        """Sum of the samples of ``name`` whose labels include ``labels``."""
+        total = 0.0
+        for line in self.metrics_text().splitlines():
+            if not line.startswith(name + "{") and not line.startswith(name + " "):
+                continue
+            if all(f'{k}="{v}"' in line for k, v in labels.items()):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def wait_until(self, condition: object, timeout: float = 10, what: str = "condition") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if callable(condition) and condition():
+                return
+            time.sleep(0.1)
+        raise TimeoutError(
+            f"{what} not reached in {timeout}s; koordlet log tail:\n{self.log_text()[-2000:]}"
+        )
+
+    def __enter__(self) -> KoordletProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

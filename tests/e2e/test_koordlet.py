@@ -1,0 +1,226 @@
+"""koordlet as users run it (standalone, NRI) on the real containerd: QoS values in the cgroups."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from koordapi import keys
+from tests.e2e.harness.cgroups import allowed_cpus
+from tests.e2e.harness.cri import ContainerSpec, PodSpec
+from tests.e2e.harness.koordlet import KoordletProcess
+from tests.e2e.harness.node import Node
+
+MiB = 1 << 20
+GROUP_IDENTITY_ON = """
+resourceQOSStrategy:
+  lsrClass: {cpuQOS: {enable: true}}
+  lsClass: {cpuQOS: {enable: true}}
+  beClass: {cpuQOS: {enable: true}}
+"""
+
+
+def be_pod(containers: dict[str, tuple[int, int, int, int]]) -> PodSpec:
+    """A BE pod; container → (batch-cpu request, limit in milli-cores, batch-memory req, limit)."""
+    spec = {
+        name: {
+            "requests": {keys.BATCH_CPU: str(cr), keys.BATCH_MEMORY: str(mr)},
+            "limits": {keys.BATCH_CPU: str(cl), keys.BATCH_MEMORY: str(ml)},
+        }
+        for name, (cr, cl, mr, ml) in containers.items()
+    }
+    return PodSpec.new(
+        qos="besteffort",
+        labels={keys.LABEL_QOS_CLASS: "BE"},
+        annotations={keys.ANNOTATION_EXTENDED_RESOURCE_SPEC: json.dumps({"containers": spec})},
+    )
+
+
+def pinned_pod(cpuset: str, qos_class: str = "LSR") -> PodSpec:
+    return PodSpec.new(
+        qos="guaranteed",
+        labels={keys.LABEL_QOS_CLASS: qos_class},
+        annotations={keys.ANNOTATION_RESOURCE_STATUS: json.dumps({"cpuset": cpuset})},
+    )
+
+
+def cpu_set(text: str | None) -> set[int]:
+    cpus: set[int] = set()
+    for part in (text or "").split(","):
+        if part:
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+@pytest.fixture
+def koordlet(node: Node) -> Iterator[KoordletProcess]:
+    with KoordletProcess(node) as running:
+        yield running
+
+
+@pytest.fixture
+def koordlet_gi(node: Node) -> Iterator[KoordletProcess]:
+    with KoordletProcess(node, node_slo=GROUP_IDENTITY_ON) as running:
+        yield running
+
+
+def test_be_pod_gets_shares_quota_and_memory_from_batch_resources(
+    node: Node, koordlet: KoordletProcess
+) -> None:
+    pod = be_pod({"batch": (500, 1000, 256 * MiB, 512 * MiB)})
+    pod_id = node.run_pod(pod)
+    cid = node.run_container(pod_id, ContainerSpec("batch", cpu_shares=2))
+
+    pod_values = node.pod_values(pod_id)
+    container = node.container_values(pod_id, cid)
+
+    assert (pod_values.cpu_shares, pod_values.cpu_quota, pod_values.memory_limit) == (
+        512,
+        100000,
+        512 * MiB,
+    )
+    assert (container.cpu_shares, container.cpu_quota, container.memory_limit) == (
+        512,
+        100000,
+        512 * MiB,
+    )
+
+
+def test_lsr_pod_gets_its_cpuset_and_no_quota(node: Node, koordlet: KoordletProcess) -> None:
+    cpu = allowed_cpus(2).split(",")[-1]
+    pod_id = node.run_pod(pinned_pod(cpu))
+    cid = node.run_container(pod_id, ContainerSpec("web", cpu_shares=1024, cpu_quota=100000))
+
+    values = node.container_values(pod_id, cid)
+
+    assert values.cpuset_cpus == cpu
+    assert values.cpu_quota == -1
+    assert node.pod_values(pod_id).cpu_quota == -1
+
+
+def test_ls_pod_gets_the_ls_share_pool_without_pinned_cpus(
+    node: Node, koordlet: KoordletProcess
+) -> None:
+    cpus = allowed_cpus(2).split(",")
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs to pin one and share the other")
+    node.run_container(node.run_pod(pinned_pod(cpus[-1])), ContainerSpec("pinned"))
+    ls = PodSpec.new(qos="burstable", labels={keys.LABEL_QOS_CLASS: "LS"})
+    pod_id = node.run_pod(ls)
+
+    cid = node.run_container(pod_id, ContainerSpec("api", cpu_shares=512, cpu_quota=50000))
+
+    values = node.container_values(pod_id, cid)
+    assert cpu_set(values.cpuset_cpus) == cpu_set(allowed_cpus(4096)) - {int(cpus[-1])}
+    assert values.cpu_quota == 50000  # LS keeps the kubelet's quota
+
+
+def test_be_pod_is_cpu_idle_with_group_identity_on_a_mainline_kernel(
+    node: Node, koordlet_gi: KoordletProcess
+) -> None:
+    be_id = node.run_pod(be_pod({"batch": (500, 1000, 256 * MiB, 512 * MiB)}))
+    node.run_container(be_id, ContainerSpec("batch"))
+    ls_id = node.run_pod(PodSpec.new(qos="burstable", labels={keys.LABEL_QOS_CLASS: "LS"}))
+    node.run_container(ls_id, ContainerSpec("api"))
+
+    assert node.pod_values(be_id).cpu_idle == 1
+    assert node.pod_values(ls_id).cpu_idle == 0
+    assert koordlet_gi.metric("koordlet_group_identity_mechanism_info", mechanism="cpu.idle") == 1
+    koordlet_gi.wait_until(
+        lambda: node.reader.values("/kubepods/besteffort").cpu_idle == 1, what="besteffort dir idle"
+    )
+
+
+def test_update_of_a_be_container_keeps_the_batch_values(
+    node: Node, koordlet: KoordletProcess
+) -> None:
+    pod_id = node.run_pod(be_pod({"batch": (500, 1000, 256 * MiB, 512 * MiB)}))
+    cid = node.run_container(pod_id, ContainerSpec("batch"))
+
+    node.cri.update_resources(
+        cid, ContainerSpec("batch", cpu_shares=2, cpu_quota=200000, memory_limit=1024 * MiB)
+    )
+
+    values = node.container_values(pod_id, cid)
+    assert (values.cpu_shares, values.cpu_quota, values.memory_limit) == (512, 100000, 512 * MiB)
+
+
+def test_malformed_annotations_start_the_container_and_koordlet_keeps_serving(
+    node: Node, koordlet: KoordletProcess
+) -> None:
+    broken_be = PodSpec.new(
+        qos="besteffort",
+        labels={keys.LABEL_QOS_CLASS: "BE"},
+        annotations={keys.ANNOTATION_EXTENDED_RESOURCE_SPEC: "{not json"},
+    )
+    outside = pinned_pod("0-999")  # CPUs this node does not have
+    unknown_qos = PodSpec.new(labels={keys.LABEL_QOS_CLASS: "GOLD"})
+    started = []
+    for pod in (broken_be, outside, unknown_qos):
+        pod_id = node.run_pod(pod)
+        cid = node.run_container(pod_id, ContainerSpec("app", cpu_quota=30000))
+        started.append(node.container_values(pod_id, cid))
+
+    assert [v.cpu_quota for v in started] == [30000, 30000, 30000]  # untouched, but running
+    failures = koordlet.metric("koordlet_runtime_hook_failures_total")
+    assert failures >= 2
+    assert (
+        koordlet.metric(
+            "koordlet_runtime_hook_failures_total",
+            hook="BatchResource",
+            cause=f"AnnotationError:{keys.ANNOTATION_EXTENDED_RESOURCE_SPEC}",
+        )
+        >= 1
+    )
+    assert "this node does not have" in koordlet.log_text()
+    good = node.run_pod(be_pod({"batch": (500, 1000, 256 * MiB, 512 * MiB)}))
+    cid = node.run_container(good, ContainerSpec("batch"))
+    assert node.container_values(good, cid).cpu_shares == 512
+    assert koordlet.alive
+
+
+def test_a_value_changed_behind_koordlets_back_is_restored(
+    node: Node, koordlet: KoordletProcess
+) -> None:
+    pod_id = node.run_pod(be_pod({"batch": (500, 1000, 256 * MiB, 512 * MiB)}))
+    cid = node.run_container(pod_id, ContainerSpec("batch"))
+    shares_file = (
+        Path("/sys/fs/cgroup/cpu") / node.container_cgroup(pod_id, cid).strip("/") / "cpu.shares"
+    )
+    if node.reader.version != 1:
+        pytest.skip("this check writes the v1 file")
+
+    shares_file.write_text("100")  # our own container's cgroup
+    assert node.container_values(pod_id, cid).cpu_shares == 100
+
+    koordlet.wait_until(
+        lambda: node.container_values(pod_id, cid).cpu_shares == 512, what="shares restored"
+    )
+
+
+def test_after_a_restart_koordlet_reconciles_existing_and_adjusts_new_containers(
+    node: Node, koordlet: KoordletProcess
+) -> None:
+    pod_id = node.run_pod(
+        be_pod({"a": (500, 1000, 256 * MiB, 512 * MiB), "b": (1000, 2000, 256 * MiB, 512 * MiB)})
+    )
+    first = node.run_container(pod_id, ContainerSpec("a"))
+    koordlet.stop()
+    quota_file = (
+        Path("/sys/fs/cgroup/cpu")
+        / node.container_cgroup(pod_id, first).strip("/")
+        / "cpu.cfs_quota_us"
+    )
+    quota_file.write_text("300000")  # while koordlet is down
+
+    koordlet.start()
+
+    koordlet.wait_until(
+        lambda: node.container_values(pod_id, first).cpu_quota == 100000, what="quota reconciled"
+    )
+    second = node.run_container(pod_id, ContainerSpec("b"))
+    assert node.container_values(pod_id, second).cpu_quota == 200000
