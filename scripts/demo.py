@@ -1,76 +1,112 @@
-"""`make demo`: a local node (private containerd with NRI, runc, real cgroups) and sample pods.
+"""`make demo`: a local node (private containerd with NRI, runc, real cgroups) with koordlet.
 
-Starts the e2e harness's private containerd, runs a few pods shaped like Koordinator's QoS
-classes through CRI, prints each container's effective cgroup values, and removes everything it
-created. Later issues put koordlet between containerd and these containers; then the table
-shows the values koordlet chose.
+Starts the e2e harness's private containerd, starts koordlet as a user would (standalone, a
+NodeSLO file that turns CPU QoS on for every class), runs an LSR, an LS and a BE pod through
+CRI, and prints side by side what each container asked for and what its cgroups hold after
+koordlet's hooks; then removes everything it created.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
 
+from koordapi import keys
 from tests.e2e.harness.cgroups import CgroupValues, allowed_cpus
 from tests.e2e.harness.containerd import ContainerdError
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
+from tests.e2e.harness.koordlet import KoordletProcess
 from tests.e2e.harness.node import Node
 from tests.e2e.harness.paths import SetupMissing
 
 MiB = 1 << 20
+NODE_SLO = """\
+resourceQOSStrategy:
+  lsrClass: {cpuQOS: {enable: true}}
+  lsClass: {cpuQOS: {enable: true}}
+  beClass: {cpuQOS: {enable: true}}
+"""
 
 
 @dataclass(frozen=True)
 class Sample:
-    qos_class: str  # Koordinator's koordinator.sh/qosClass label
-    kube_qos: str  # Kubernetes QoS class: decides the kubelet cgroup parent
+    qos_class: str  # koordinator.sh/qosClass
+    kube_qos: str  # Kubernetes QoS class: the kubelet cgroup parent
+    annotations: dict[str, str]
     container: ContainerSpec
 
 
-SAMPLES = [
-    Sample(
-        "LSR",
-        "guaranteed",
-        ContainerSpec(
-            "web",
-            cpu_shares=1024,
-            cpu_quota=100000,
-            cpu_period=100000,
-            memory_limit=128 * MiB,
-            cpuset_cpus=allowed_cpus(1),
+def samples() -> list[Sample]:
+    last_cpu = allowed_cpus(64).split(",")[-1]
+    batch = {
+        "containers": {
+            "batch": {
+                "requests": {keys.BATCH_CPU: "500", keys.BATCH_MEMORY: str(256 * MiB)},
+                "limits": {keys.BATCH_CPU: "1000", keys.BATCH_MEMORY: str(512 * MiB)},
+            }
+        }
+    }
+    return [
+        Sample(
+            "LSR",
+            "guaranteed",
+            {keys.ANNOTATION_RESOURCE_STATUS: json.dumps({"cpuset": last_cpu})},
+            ContainerSpec(
+                "web", cpu_shares=1024, cpu_quota=100000, cpu_period=100000, memory_limit=128 * MiB
+            ),
         ),
-    ),
-    Sample(
-        "LS",
-        "burstable",
-        ContainerSpec(
-            "api", cpu_shares=512, cpu_quota=50000, cpu_period=100000, memory_limit=64 * MiB
+        Sample(
+            "LS",
+            "burstable",
+            {},
+            ContainerSpec(
+                "api", cpu_shares=512, cpu_quota=50000, cpu_period=100000, memory_limit=64 * MiB
+            ),
         ),
-    ),
-    Sample("BE", "besteffort", ContainerSpec("batch", cpu_shares=2)),
-]
+        Sample(
+            "BE",
+            "besteffort",
+            {keys.ANNOTATION_EXTENDED_RESOURCE_SPEC: json.dumps(batch)},
+            ContainerSpec("batch", cpu_shares=2),
+        ),
+    ]
+
+
+COLUMNS = ["QoS", "container", "", "shares", "quota", "cpuset", "memory", "cpu.idle"]
+WIDTHS = [5, 10, 9, 7, 10, 7, 10, 8]
 
 
 def row(cells: list[str]) -> str:
-    widths = [6, 11, 7, 7, 9, 10, 8, 10]
-    return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True))
+    return "  ".join(c.ljust(w) for c, w in zip(cells, WIDTHS, strict=True))
 
 
-def describe(sample: Sample, values: CgroupValues) -> list[str]:
-    def show(v: object) -> str:
-        return "unlimited" if v == -1 else "-" if v is None else str(v)
+def show(value: object) -> str:
+    return "unlimited" if value == -1 else "-" if value is None else str(value)
 
-    memory = values.memory_limit
+
+def memory(value: int | None) -> str:
+    return f"{value // MiB}Mi" if value is not None and value > 0 else show(value)
+
+
+def requested(spec: ContainerSpec) -> list[str]:
+    return [
+        show(spec.cpu_shares),
+        show(spec.cpu_quota),
+        show(spec.cpuset_cpus),
+        memory(spec.memory_limit),
+        "-",
+    ]
+
+
+def actual(values: CgroupValues) -> list[str]:
     shares = values.cpu_shares if values.cpu_shares is not None else values.cpu_weight
     return [
-        sample.qos_class,
-        sample.kube_qos,
-        sample.container.name,
         show(shares),
         show(values.cpu_quota),
-        show(values.cpu_period),
         show(values.cpuset_cpus),
-        f"{memory // MiB}Mi" if memory is not None and memory > 0 else show(memory),
+        memory(values.memory_limit),
+        show(values.cpu_idle),
     ]
 
 
@@ -83,25 +119,50 @@ def main() -> int:
         return 1
     try:
         layout = node.containerd.layout
-        print(f"demo: containerd pid {node.containerd.pid}, CRI {layout.address}")
-        print(f"demo: NRI socket {layout.nri_socket}, cgroup v{node.reader.version}")
-        print(row(["QoS", "kube QoS", "name", "shares", "quota", "period", "cpuset", "memory"]))
-        for sample in SAMPLES:
-            pod = PodSpec.new(
-                name=f"demo-{sample.container.name}",
-                qos=sample.kube_qos,
-                labels={"koordinator.sh/qosClass": sample.qos_class},
+        print(
+            f"demo: containerd pid {node.containerd.pid}, CRI {layout.address}, "
+            f"cgroup v{node.reader.version}"
+        )
+        with KoordletProcess(node, node_slo=NODE_SLO) as koordlet:
+            mechanism = (
+                "cpu.idle"
+                if koordlet.metric("koordlet_group_identity_mechanism_info", mechanism="cpu.idle")
+                else "bvt or none"
             )
-            pod_id = node.run_pod(pod)
-            cid = node.run_container(pod_id, sample.container)
-            print(row(describe(sample, node.container_values(pod_id, cid))))
-            print(f"        cgroup {node.container_cgroup(pod_id, cid)}")
+            print(
+                "demo: koordlet registered as NRI plugin 00-koordlet_nri "
+                f"(group identity via {mechanism})"
+            )
+            print(f"demo: NodeSLO {koordlet.slo_file}: cpuQOS enabled for LSR, LS and BE\n")
+            print(row(COLUMNS))
+            for sample in samples():
+                pod = PodSpec.new(
+                    name=f"demo-{sample.container.name}",
+                    qos=sample.kube_qos,
+                    labels={keys.LABEL_QOS_CLASS: sample.qos_class},
+                    annotations=sample.annotations,
+                )
+                pod_id = node.run_pod(pod)
+                cid = node.run_container(pod_id, sample.container)
+                name = sample.container.name
+                print(row([sample.qos_class, name, "asked", *requested(sample.container)]))
+                print(row(["", "", "container", *actual(node.container_values(pod_id, cid))]))
+                print(row(["", "", "pod", *actual(node.pod_values(pod_id))]))
+            print(f"\ndemo: koordlet metrics on http://127.0.0.1:{koordlet.port}/metrics, e.g.")
+            for line in koordlet.metrics_text().splitlines():
+                if (
+                    line.startswith("koordlet_resource_updates_total")
+                    and 'status="applied"' in line
+                ):
+                    print(f"  {line}")
     finally:
         problems = node.teardown()
     if problems:
         print(f"demo: teardown left things behind: {problems}", file=sys.stderr)
         return 1
-    print("demo: removed every pod, container and cgroup it created; containerd stopped")
+    print(
+        "demo: removed every pod, container and cgroup it created; koordlet and containerd stopped"
+    )
     return 0
 
 
