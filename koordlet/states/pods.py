@@ -138,8 +138,7 @@ class PodStore:
         resources: api.LinuxResources | None = None,
     ) -> ContainerRequest:
         """Record a container, with ``resources`` (an update's) instead of its own if given."""
-        known = self._pods.get(pod.id)
-        pod_req = known.request if known is not None else self.put_pod(pod)
+        pod_req = self.put_pod(pod)  # the event's pod is the current one
         request = container_request(pod_req, container)
         if resources is not None:
             request = replace(request, resources=container_resources(resources))
