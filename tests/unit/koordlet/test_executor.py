@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from koordlet.executor import CgroupWrite, Executor, Status
+from koordlet.executor import CgroupWrite, Executor, Status, WriteResult
 
 POD = "kubepods/besteffort/podA"
 CTR = f"{POD}/c1"
@@ -177,7 +177,7 @@ class RecordingExecutor(Executor):
         super().__init__(root)
         self.order: list[str] = []
 
-    def _do_write(self, write: CgroupWrite):  # type: ignore[no-untyped-def]
+    def _do_write(self, write: CgroupWrite) -> WriteResult:
         result = super()._do_write(write)
         if result.status is Status.APPLIED:
             self.order.append(f"{write.cgroup}:{write.resource}={write.value}")
