@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from koordapi import keys
 from tests.e2e.harness import paths
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.node import Node
@@ -32,6 +33,25 @@ NRI_REF_TOOL = paths.REPO_ROOT.parent / "shared" / "tools" / "nri-ref"
 GO_PLUGIN_DEFAULT = paths.CACHE / "nri-ref" / "refplugin"
 REQUESTED_SHARES = 512
 PLUGIN_SHARES = 1024
+ALL_HOOK_GATES = (
+    "GroupIdentity",
+    "CPUSetAllocator",
+    "BatchResource",
+    "CPUNormalization",
+    "CoreSched",
+    "Resctrl",
+    "OOMScoreAdj",
+    "MemoryQOS",
+    "TCNetworkQoS",
+    "GPUEnvInject",
+    "RDMADeviceInject",
+)
+ALL_CLASSES_ON = """
+resourceQOSStrategy:
+  lsrClass: {cpuQOS: {enable: true}, memoryQOS: {enable: true}}
+  lsClass: {cpuQOS: {enable: true}, memoryQOS: {enable: true}}
+  beClass: {cpuQOS: {enable: true}, memoryQOS: {enable: true}}
+"""
 
 
 @dataclass
@@ -39,6 +59,7 @@ class Mode:
     name: str
     command: list[str] | None  # None: no plugin
     plugin_id: str = ""  # "<idx>-<name>" as containerd logs it
+    expected_shares: int = PLUGIN_SHARES
     create_ms: list[float] = field(default_factory=list)
     self_us: dict[str, list[float]] = field(default_factory=dict)
     connects: int = 0
@@ -75,6 +96,39 @@ def go_plugin(args: argparse.Namespace) -> Path | None:
     return None
 
 
+def bench_pod() -> PodSpec:
+    """A BE pod asking for 1000 milli batch-cpu: koordlet's BatchResource gives it 1024 shares,
+    the value the plain plugins set, so every mode can be checked the same way."""
+    resources = {keys.BATCH_CPU: "1000", keys.BATCH_MEMORY: str(256 << 20)}
+    spec = {"containers": {"bench": {"requests": resources, "limits": resources}}}
+    return PodSpec.new(
+        qos="besteffort",
+        labels={keys.LABEL_QOS_CLASS: "BE"},
+        annotations={keys.ANNOTATION_EXTENDED_RESOURCE_SPEC: json.dumps(spec)},
+    )
+
+
+def koordlet_mode(base: Path) -> Mode:
+    """koordlet with every runtime-hook gate on and every class's CPU QoS enabled."""
+    slo = base / "bench-nodeslo.yaml"
+    slo.write_text(ALL_CLASSES_ON)
+    gates = ",".join(f"{g}=true" for g in ALL_HOOK_GATES)
+    command = [
+        str(Path(sys.executable).parent / "koordlet"),
+        "--var-run-root-dir",
+        str(base),
+        "--node-slo-file",
+        str(slo),
+        "--addr",
+        "",
+        "--feature-gates",
+        gates,
+        "--log-level",
+        "warning",
+    ]
+    return Mode("koordlet", command, "00-koordlet_nri", PLUGIN_SHARES)
+
+
 def run_block(node: Node, mode: Mode, trials: int, out_dir: Path) -> None:
     proc = None
     out_path = out_dir / f"{mode.name}.out"
@@ -88,10 +142,10 @@ def run_block(node: Node, mode: Mode, trials: int, out_dir: Path) -> None:
             )
         mode.connects += 1
         node.containerd.wait_for_log(f'plugin \\"{mode.plugin_id}\\" connected', mode.connects, 30)
-    expected = REQUESTED_SHARES if proc is None else PLUGIN_SHARES
+    expected = REQUESTED_SHARES if proc is None else mode.expected_shares
     try:
         for _ in range(trials):
-            pod_id = node.run_pod(PodSpec.new(qos="burstable"))
+            pod_id = node.run_pod(bench_pod())
             spec = ContainerSpec("bench", cpu_shares=REQUESTED_SHARES)
             t0 = time.perf_counter()
             cid = node.create_container(pod_id, spec)
@@ -132,6 +186,9 @@ def main() -> int:
     parser.add_argument("--blocks", type=int, default=10, help="blocks per mode")
     parser.add_argument("--go-plugin", help="the reference Go plugin binary")
     parser.add_argument("--build-go", action="store_true", help="build it from ../shared/tools")
+    parser.add_argument(
+        "--koordlet", action="store_true", help="also measure koordlet with every hook on"
+    )
     args = parser.parse_args()
 
     node = Node.start()
@@ -159,6 +216,8 @@ def main() -> int:
     go = go_plugin(args)
     if go is not None:
         modes.append(Mode("go", [str(go), "-socket", socket, "-name", "go", "-idx", "50"], "50-go"))
+    if args.koordlet:
+        modes.append(koordlet_mode(node.containerd.layout.base))
     per_block = max(1, args.trials // args.blocks)
     try:
         for _ in range(2):  # warm-up: caches, first-connection costs
