@@ -43,6 +43,15 @@ def _int(key: str, where: str, value: Any, lo: int | None = None, hi: int | None
     return value
 
 
+def _list(key: str, where: str, value: Any) -> list[Any]:
+    """A JSON list (null or absent counts as empty); anything else is an error."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise AnnotationError(key, f"{where} must be a list, got {type(value).__name__}")
+    return value
+
+
 def _resources(key: str, where: str, value: Any) -> dict[str, Decimal]:
     if not isinstance(value, dict):
         raise AnnotationError(key, f"{where} must be an object of quantities")
@@ -88,7 +97,7 @@ def parse_resource_status(text: str) -> ResourceStatus:
     data = load_json(key, text)
     cpuset = _cpuset(key, data.get("cpuset", ""))
     numa = []
-    for i, entry in enumerate(data.get("numaNodeResources") or []):
+    for i, entry in enumerate(_list(key, "numaNodeResources", data.get("numaNodeResources"))):
         if not isinstance(entry, dict):
             raise AnnotationError(key, f"numaNodeResources[{i}] must be an object")
         node = _int(key, f"numaNodeResources[{i}].node", entry.get("node", 0), 0, 4095)
@@ -223,7 +232,7 @@ def parse_resctrl(text: str) -> ResctrlConfig:
     if isinstance(llc.get("schemata"), dict) and "range" in llc["schemata"]:
         result_llc = llc_range("llc.schemata.range", llc["schemata"]["range"])
     per_cache_llc = {}
-    for i, entry in enumerate(llc.get("schemataPerCache") or []):
+    for i, entry in enumerate(_list(key, "llc.schemataPerCache", llc.get("schemataPerCache"))):
         if not isinstance(entry, dict):
             raise AnnotationError(key, f"llc.schemataPerCache[{i}] must be an object")
         cache = _int(key, f"llc.schemataPerCache[{i}].cacheID", entry.get("cacheID", 0), 0, 1023)
@@ -232,7 +241,7 @@ def parse_resctrl(text: str) -> ResctrlConfig:
     if isinstance(mb.get("schemata"), dict) and "percent" in mb["schemata"]:
         result_mb = _int(key, "mb.schemata.percent", mb["schemata"]["percent"], 1, 100)
     per_cache_mb = {}
-    for i, entry in enumerate(mb.get("schemataPerCache") or []):
+    for i, entry in enumerate(_list(key, "mb.schemataPerCache", mb.get("schemataPerCache"))):
         if not isinstance(entry, dict):
             raise AnnotationError(key, f"mb.schemataPerCache[{i}] must be an object")
         cache = _int(key, f"mb.schemataPerCache[{i}].cacheID", entry.get("cacheID", 0), 0, 1023)
@@ -270,7 +279,11 @@ def parse_device_allocated(text: str) -> dict[str, tuple[DeviceAllocation, ...]]
             if minor is not None:
                 minor = _int(key, f"{where}.minor", minor, 0, 1 << 20)
             extension = entry.get("extension") or {}
-            vfs = (extension.get("vfs") or []) if isinstance(extension, dict) else []
+            vfs = (
+                _list(key, f"{where}.extension.vfs", extension.get("vfs"))
+                if isinstance(extension, dict)
+                else []
+            )
             bus_ids = tuple(str(vf.get("busID", "")) for vf in vfs if isinstance(vf, dict))
             allocations.append(
                 DeviceAllocation(

@@ -279,6 +279,8 @@ def validate(
         if rule is None:
             unknown.append(where)
         elif isinstance(rule, Mapping):
+            if value is None:
+                continue  # null keeps the default section, as deep_merge does
             if not isinstance(value, Mapping):
                 raise NodeSLOError(where, f"must be an object, got {type(value).__name__}")
             unknown += validate(value, rule, where)

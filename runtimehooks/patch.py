@@ -76,24 +76,28 @@ class ContainerPatch:
 
 
 P = TypeVar("P", PodPatch, ContainerPatch)
+EMPTY_POD = PodPatch()
+EMPTY_CONTAINER = ContainerPatch()
+_FIELDS = {cls: tuple(f.name for f in fields(cls)) for cls in (PodPatch, ContainerPatch)}
 
 
 def merge(base: P, later: P | None) -> P:
     """``later`` over ``base``: set scalars replace, maps update, tuples extend."""
     if later is None:
         return base
+    if base is EMPTY_POD or base is EMPTY_CONTAINER:
+        return later  # the first contribution of a stage: nothing to combine
     changes: dict[str, Any] = {}
-    for f in fields(later):
-        value = getattr(later, f.name)
+    for name in _FIELDS[type(later)]:
+        value = getattr(later, name)
         if value is None:
             continue
-        old = getattr(base, f.name)
-        if isinstance(value, Mapping):
+        if isinstance(value, dict):
             if value:
-                changes[f.name] = {**old, **value}
-        elif isinstance(value, tuple) and not isinstance(value, ResctrlGroup):
+                changes[name] = {**getattr(base, name), **value}
+        elif isinstance(value, tuple):
             if value:
-                changes[f.name] = old + value
+                changes[name] = getattr(base, name) + value
         else:
-            changes[f.name] = value
-    return replace(base, **changes)
+            changes[name] = value
+    return replace(base, **changes) if changes else base

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from runtimehooks.patch import ContainerPatch, PodPatch, merge
+from runtimehooks.patch import EMPTY_CONTAINER, EMPTY_POD, ContainerPatch, PodPatch, merge
 from runtimehooks.request import ContainerRequest, PodRequest, Stage
 from runtimehooks.rules import Rules
 
@@ -68,7 +68,7 @@ def ordered(hooks: Iterable[Hook], rules: Rules, stage: Stage) -> list[Hook]:
 def run_pod_stage(
     hooks: Iterable[Hook], stage: Stage, req: PodRequest, rules: Rules, policy: FailurePolicy
 ) -> Outcome[PodPatch]:
-    outcome: Outcome[PodPatch] = Outcome(PodPatch())
+    outcome: Outcome[PodPatch] = Outcome(EMPTY_POD)
     for hook in ordered(hooks, rules, stage):
         if hook.pod is not None and not _run(
             hook, hook.pod, req, rules=rules, stage=stage, policy=policy, outcome=outcome
@@ -80,7 +80,7 @@ def run_pod_stage(
 def run_container_stage(
     hooks: Iterable[Hook], stage: Stage, req: ContainerRequest, rules: Rules, policy: FailurePolicy
 ) -> Outcome[ContainerPatch]:
-    outcome: Outcome[ContainerPatch] = Outcome(ContainerPatch())
+    outcome: Outcome[ContainerPatch] = Outcome(EMPTY_CONTAINER)
     for hook in ordered(hooks, rules, stage):
         if hook.container is not None and not _run(
             hook, hook.container, req, rules=rules, stage=stage, policy=policy, outcome=outcome

@@ -29,8 +29,8 @@ def applies(pod: PodRequest) -> bool:
 
 def scaled(quota: int | None, rules: Rules) -> int | None:
     ratio = rules.node.cpu_normalization_ratio
-    if quota is None or ratio is None or ratio <= 0:
-        return None  # no ratio: the rule is off and nothing is written
+    if quota is None or ratio is None or ratio < 0:
+        return None  # no ratio, or -1: the rule is off and nothing is written
     return math.ceil(quota / ratio) if ratio > 1.0 and quota > 0 else quota
 
 

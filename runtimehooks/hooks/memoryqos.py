@@ -5,11 +5,12 @@ container (NRI's ``unified`` map on cgroup v2; on cgroup v1 only Anolis kernels 
 and koordlet writes them). The reconciler keeps them true afterwards.
 
 Formulas (Koordinator §3.5): min = request * minLimitPercent / 100; low = request *
-lowLimitPercent / 100, at least min; high = "max" when throttlingPercent is 0, else
-floor((request + (limit - request) * throttling / 100) / page) * page, at least min, where the
-limit is the container's memory limit or the node's allocatable memory. The request is the
-batch-memory request for BE pods; standalone koordlet does not know other pods' memory requests
-(the runtime is not told them) and uses 0.
+lowLimitPercent / 100, raised to min when it is set (above 0); high = "max" when
+throttlingPercent is 0, else floor((request + (limit - request) * throttling / 100) / page) *
+page, at least min, where the limit is the container's memory limit (batch-memory for BE pods)
+or the node's allocatable memory. The request is the batch-memory request for BE pods;
+standalone koordlet does not know other pods' memory requests (the runtime is not told them)
+and uses 0.
 """
 
 from __future__ import annotations
@@ -72,20 +73,35 @@ def _request(pod: PodRequest, container_name: str | None) -> int:
     return total
 
 
+def _limit(req: ContainerRequest, rules: Rules) -> int:
+    """The container's memory limit (batch-memory for BE pods), else the node's allocatable."""
+    if req.pod.qos is QoSClass.BE:
+        res = (extended_resources(req.pod) or {}).get(req.name)
+        batch = res.limits.get(keys.BATCH_MEMORY) if res is not None else None
+        limit = 0 if batch is None else math.ceil(batch)
+    else:
+        limit = req.resources.memory_limit or 0
+    return limit if limit > 0 else rules.node.allocatable_memory
+
+
+def _low(request: int, cfg: Mapping[str, int], memory_min: int) -> int:
+    """memory.low; Koordinator raises a set (non-zero) low to memory.min, and keeps 0 as 0."""
+    low = request * cfg.get("lowLimitPercent", 0) // 100
+    return memory_min if 0 < low < memory_min else low
+
+
 def container(req: ContainerRequest, rules: Rules, stage: Stage) -> ContainerPatch | None:
     cfg = config(req.pod, rules)
     if cfg is None:
         return None
     request = _request(req.pod, req.name)
     memory_min = request * cfg.get("minLimitPercent", 0) // 100
-    memory_low = max(request * cfg.get("lowLimitPercent", 0) // 100, memory_min)
+    memory_low = _low(request, cfg, memory_min)
     throttling = cfg.get("throttlingPercent", 0)
     if throttling == 0:
         memory_high = MAX
     else:
-        limit = req.resources.memory_limit
-        if not limit or limit <= 0:
-            limit = rules.node.allocatable_memory
+        limit = _limit(req, rules)
         high = request + (limit - request) * throttling // 100
         memory_high = max(high // PAGE_SIZE * PAGE_SIZE, memory_min)
     return ContainerPatch(memory_min=memory_min, memory_low=memory_low, memory_high=memory_high)
@@ -97,10 +113,7 @@ def pod(req: PodRequest, rules: Rules, stage: Stage) -> PodPatch | None:
         return None
     request = _request(req, None)
     memory_min = request * cfg.get("minLimitPercent", 0) // 100
-    return PodPatch(
-        memory_min=memory_min,
-        memory_low=max(request * cfg.get("lowLimitPercent", 0) // 100, memory_min),
-    )
+    return PodPatch(memory_min=memory_min, memory_low=_low(request, cfg, memory_min))
 
 
 def kube_qos_sums(pod_mins: Mapping[KubeQoS, int]) -> dict[KubeQoS, int]:
