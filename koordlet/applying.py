@@ -27,6 +27,7 @@ class Applier:
         self.executor = executor
         self.resctrl = resctrl
         self.proc_root = proc_root
+        self.cookies = coresched.CookieGroups()
 
     def pod_values(
         self, pod: PodRequest, patch: PodPatch, kernel: KernelFeatures
@@ -55,13 +56,16 @@ class Applier:
         """Apply the per-process part now; return the container's cgroup writes."""
         if not container.cgroup_dir:
             return []
-        if patch.oom_score_adj is not None or patch.core_sched_group is not None:
+        if patch.oom_score_adj is not None or patch.core_sched is not None:
             pids = self.executor.procs(container.cgroup_dir)
             if patch.oom_score_adj is not None:
                 procfs.set_oom_score_adj(pids, patch.oom_score_adj, self.proc_root)
-            if patch.core_sched_group and pids:
+            if patch.core_sched is not None and pids:
                 try:
-                    coresched.share_cookie(sorted(pids))
+                    if patch.core_sched.enabled:
+                        self.cookies.assign(patch.core_sched.name, sorted(pids))
+                    else:
+                        self.cookies.clear(sorted(pids))
                 except coresched.CoreSchedError as err:
                     log.warning("core scheduling for %s: %s", container.key, err)
         return container_writes(container.cgroup_dir, patch, kernel)

@@ -38,6 +38,17 @@ class ResctrlGroup:
 
 
 @dataclass(frozen=True)
+class CoreSchedGroup:
+    """A container's core-scheduling group; disabled means cookie 0 (no isolation).
+
+    "" is a valid group name: the default group of pods without the group label.
+    """
+
+    enabled: bool
+    name: str = ""
+
+
+@dataclass(frozen=True)
 class PodPatch:
     """Values for the pod's own cgroup, which koordlet writes itself (NRI cannot)."""
 
@@ -66,7 +77,7 @@ class ContainerPatch:
     memory_low: int | None = None
     memory_high: int | None = None  # -1: "max"
     oom_score_adj: int | None = None
-    core_sched_group: str | None = None  # core-scheduling cookie group; "" disables
+    core_sched: CoreSchedGroup | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     mounts: tuple[Mount, ...] = ()
     devices: tuple[Device, ...] = ()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from koordapi import features, keys
 from koordapi.nodeslo import CPU_POLICY_CORE_SCHED
 from koordapi.qos import KubeQoS, QoSClass
-from runtimehooks.patch import ContainerPatch
+from runtimehooks.patch import ContainerPatch, CoreSchedGroup
 from runtimehooks.registry import Hook
 from runtimehooks.request import ContainerRequest, PodRequest, Stage
 from runtimehooks.rules import Rules
@@ -33,17 +33,17 @@ def class_of(pod: PodRequest, rules: Rules) -> QoSClass | None:
     return QoSClass.LS if pod.kube_qos is KubeQoS.BURSTABLE else QoSClass.BE
 
 
-def group(pod: PodRequest, rules: Rules) -> str | None:
-    """The pod's core-sched group, "" for cookie 0, None when the rule is off or SYSTEM."""
+def group(pod: PodRequest, rules: Rules) -> CoreSchedGroup | None:
+    """The pod's core-sched group (disabled: cookie 0), None when the rule is off or SYSTEM."""
     if rules.slo.cpu_policy != CPU_POLICY_CORE_SCHED or pod.qos is QoSClass.SYSTEM:
         return None
     qos = class_of(pod, rules)
     cfg = rules.slo.cpu_qos(qos) if qos is not None else None
     policy = pod.labels.get(keys.LABEL_CORE_SCHED_POLICY, "")
     if cfg is None or not cfg.enable or policy == "none":
-        return ""
+        return CoreSchedGroup(enabled=False)
     name = pod.uid if policy == "exclusive" else pod.labels.get(keys.LABEL_CORE_SCHED_GROUP_ID, "")
-    return name + EXPELLER_SUFFIX if cfg.core_expeller else name
+    return CoreSchedGroup(True, name + EXPELLER_SUFFIX if cfg.core_expeller else name)
 
 
 def kube_qos_idle(rules: Rules) -> dict[KubeQoS, int] | None:
@@ -62,8 +62,8 @@ def kube_qos_idle(rules: Rules) -> dict[KubeQoS, int] | None:
 def container(req: ContainerRequest, rules: Rules, stage: Stage) -> ContainerPatch | None:
     if not rules.kernel.core_sched:
         return None  # koordlet reports once that the kernel has no core scheduling
-    name = group(req.pod, rules)
-    return None if name is None else ContainerPatch(core_sched_group=name)
+    found = group(req.pod, rules)
+    return None if found is None else ContainerPatch(core_sched=found)
 
 
 HOOK = Hook(

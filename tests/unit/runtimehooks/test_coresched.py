@@ -10,7 +10,7 @@ from koordapi import features, keys
 from koordapi.nodeslo import NodeSLOSpec
 from koordapi.qos import KubeQoS, QoSClass
 from runtimehooks.hooks import coresched
-from runtimehooks.patch import ContainerPatch
+from runtimehooks.patch import ContainerPatch, CoreSchedGroup
 from runtimehooks.request import PodRequest, Stage
 from runtimehooks.rules import KernelFeatures, Rules
 from tests.unit.runtimehooks.builders import (
@@ -93,9 +93,10 @@ def test_case_28_class_parameters_follow_the_nodeslo() -> None:
     ],
 )
 def test_case_28_pod_group_by_class_and_labels(owner: PodRequest, expected: str | None) -> None:
-    assert coresched.group(owner, Rules(slo=CASE_28)) == expected
+    want = None if expected is None else CoreSchedGroup(expected != "", expected)
+    assert coresched.group(owner, Rules(slo=CASE_28)) == want
     patch = coresched.container(container(owner), Rules(slo=CASE_28, kernel=KERNEL), STAGE)
-    assert patch == (None if expected is None else ContainerPatch(core_sched_group=expected))
+    assert patch == (None if want is None else ContainerPatch(core_sched=want))
 
 
 def test_case_28_besteffort_dir_is_cpu_idle() -> None:
@@ -146,3 +147,8 @@ def test_hook_runs_only_in_the_container_reconciler() -> None:
     hook = coresched.HOOK
     assert (hook.name, hook.gate) == ("CoreSched", features.CORE_SCHED)
     assert hook.stages == {Stage.RECONCILE_CONTAINER}
+
+
+def test_be_pods_without_a_group_label_share_the_default_group() -> None:
+    owner = pod("BE", cgroup_dir=BESTEFFORT_DIR)
+    assert coresched.group(owner, Rules(slo=CASE_28)) == CoreSchedGroup(True, "")
