@@ -13,7 +13,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from koordapi import keys
 from koordapi.errors import AnnotationError
+from koordapi.qos import is_known_qos_label
 from koordlet.applying import Applier
 from koordlet.metrics import KoordletMetrics
 from koordlet.states.pods import PodStore
@@ -27,7 +29,7 @@ from runtimehooks.registry import (
     run_container_stage,
     run_pod_stage,
 )
-from runtimehooks.request import Stage
+from runtimehooks.request import PodRequest, Stage
 from runtimehooks.rules import Rules
 
 log = logging.getLogger(__name__)
@@ -108,8 +110,23 @@ class HookServer:
             self.on_synchronized()
         return []
 
+    def _check_labels(self, request: PodRequest) -> None:
+        """An unknown QoS label counts as no label (Koordinator's rule), said once per pod."""
+        value = request.labels.get(keys.LABEL_QOS_CLASS)
+        if value is not None and not is_known_qos_label(value):
+            self.metrics.hook_failures.labels(
+                self.metrics.node, "QoSClass", "UnknownQoSClass"
+            ).inc()
+            log.warning(
+                "pod %s: unknown %s %r, treated as no QoS class",
+                request.key,
+                keys.LABEL_QOS_CLASS,
+                value,
+            )
+
     def run_pod_sandbox(self, pod: api.PodSandbox) -> None:
         request = self.pods.put_pod(pod)
+        self._check_labels(request)
         self.metrics.known_pods.labels(self.metrics.node).set(len(self.pods))
         rules = self.rules()
         outcome = run_pod_stage(self.hooks, Stage.PRE_RUN_POD_SANDBOX, request, rules, self.policy)
