@@ -2,6 +2,8 @@
 
 Subcommands:
     nri-events   register as an external NRI plugin and print every NRI message as a JSON line
+    kernel       the kernel interfaces koordlet would use here (cgroup version, group identity
+                 mechanism, core scheduling, resctrl)
 """
 
 from __future__ import annotations
@@ -9,11 +11,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import signal
 import sys
 from importlib.metadata import version
+from pathlib import Path
 
+from koordlet.executor.resctrl import Resctrl
+from koordlet.states.topology import detect_kernel
 from nri_plugin import DEFAULT_SOCKET_PATH, NriError, Stub
 from nri_plugin.eventlog import EventLog
 
@@ -46,6 +52,28 @@ def nri_events(args: argparse.Namespace) -> int:
     return 0
 
 
+def kernel(args: argparse.Namespace) -> int:
+    """Print what koordlet detects on this node, as it detects it at start."""
+    found = detect_kernel(
+        Path(args.cgroup_root_dir), Resctrl(Path(args.sys_fs_root_dir) / "resctrl")
+    )
+    report = {
+        "cgroup_version": found.cgroup_version,
+        "group_identity": found.group_identity_mechanism,
+        "cpu_idle": found.cpu_idle,
+        "bvt": found.bvt,
+        "core_scheduling": found.core_sched,
+        "resctrl": found.resctrl,
+        "memory_qos_on_cgroup_v1": found.memory_qos_v1,
+    }
+    if args.json:
+        print(json.dumps(report))
+    else:
+        for key, value in report.items():
+            print(f"{key:24} {value}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="koordctl", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=version("koordinator-py"))
@@ -69,6 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     events.add_argument("--once", action="store_true", help="exit when the connection closes")
     events.set_defaults(func=nri_events)
+    kern = sub.add_parser("kernel", help="the kernel interfaces koordlet would use on this node")
+    kern.add_argument("--cgroup-root-dir", default="/sys/fs/cgroup/")
+    kern.add_argument("--sys-fs-root-dir", default="/sys/fs/")
+    kern.add_argument("--json", action="store_true", help="one JSON object")
+    kern.set_defaults(func=kernel)
     return parser
 
 
