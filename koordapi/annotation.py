@@ -1,12 +1,15 @@
 """Parsers for the JSON and scalar values of Koordinator's pod and node annotations.
 
 Each parser takes the raw string and returns a frozen value, or raises AnnotationError naming
-the key and the problem. Annotations are user input read by a root daemon: sizes are capped
-before decoding, numbers are range-checked, and nothing here turns a value into a path.
+the key and the problem. Results are cached by text (a pod's annotations are parsed once, not
+once per hook and per reconcile pass); callers must not modify what they get. Annotations are
+user input read by a root daemon: sizes are capped before decoding, numbers are range-checked,
+and nothing here turns a value into a path.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -92,6 +95,7 @@ class ResourceStatus:
     numa_nodes: tuple[NumaNodeResource, ...] = ()
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_resource_status(text: str) -> ResourceStatus:
     key = keys.ANNOTATION_RESOURCE_STATUS
     data = load_json(key, text)
@@ -122,6 +126,7 @@ class ExtendedResources:
     has_limits: bool = False  # a "limits" object was given (even empty)
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_extended_resource_spec(text: str) -> dict[str, ExtendedResources]:
     """Container name → its extended resources."""
     key = keys.ANNOTATION_EXTENDED_RESOURCE_SPEC
@@ -150,6 +155,7 @@ class PodCPUQOS:
     group_identity: int | None
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_pod_cpu_qos(text: str) -> PodCPUQOS:
     key = keys.ANNOTATION_CPU_QOS
     data = load_json(key, text)
@@ -185,6 +191,7 @@ class PodMemoryQOS:
     fields: Mapping[str, int]  # the MemoryQOS fields given
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_pod_memory_qos(text: str) -> PodMemoryQOS:
     key = keys.ANNOTATION_MEMORY_QOS
     data = load_json(key, text)
@@ -211,6 +218,7 @@ class ResctrlConfig:
     mb_per_cache: Mapping[int, int] = field(default_factory=dict)
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_resctrl(text: str) -> ResctrlConfig:
     key = keys.ANNOTATION_RESCTRL
     data = load_json(key, text)
@@ -262,6 +270,7 @@ class DeviceAllocation:
     vf_bus_ids: tuple[str, ...] = ()  # RDMA: allocated VFs
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_device_allocated(text: str) -> dict[str, tuple[DeviceAllocation, ...]]:
     """Device type ("gpu", "rdma", ...) → its allocations."""
     key = keys.ANNOTATION_DEVICE_ALLOCATED
@@ -303,6 +312,7 @@ OOM_SCORE_ADJ_MIN = -1000
 OOM_SCORE_ADJ_MAX = 1000
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_oom_score_adj(text: str) -> int:
     key = keys.ANNOTATION_OOM_SCORE_ADJ
     try:
@@ -312,6 +322,7 @@ def parse_oom_score_adj(text: str) -> int:
     return _int(key, "value", value, OOM_SCORE_ADJ_MIN, OOM_SCORE_ADJ_MAX)
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_oom_score_adj_spec(text: str) -> dict[str, int]:
     key = keys.ANNOTATION_OOM_SCORE_ADJ_SPEC
     data = load_json(key, text)
@@ -330,6 +341,7 @@ class PodNetworkQOS:
     egress_limit_bps: int | None
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_pod_network_qos(text: str) -> PodNetworkQOS:
     key = keys.ANNOTATION_NETWORK_QOS
     data = load_json(key, text)
@@ -346,6 +358,7 @@ def parse_pod_network_qos(text: str) -> PodNetworkQOS:
 # -- node annotations ------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_cpu_normalization_ratio(text: str) -> float:
     key = keys.ANNOTATION_CPU_NORMALIZATION_RATIO
     try:
@@ -364,6 +377,7 @@ class NodeReservation:
     apply_policy: str = ""
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_node_reservation(text: str) -> NodeReservation:
     key = keys.ANNOTATION_NODE_RESERVATION
     data = load_json(key, text)
@@ -380,6 +394,7 @@ class SystemQOSResource:
     cpuset_exclusive: bool = True
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_system_qos_resource(text: str) -> SystemQOSResource:
     key = keys.ANNOTATION_SYSTEM_QOS_RESOURCE
     data = load_json(key, text)
@@ -420,6 +435,7 @@ class KubeletCPUManagerPolicy:
     reserved_cpus: str = ""
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_kubelet_cpu_manager_policy(text: str) -> KubeletCPUManagerPolicy:
     key = keys.ANNOTATION_KUBELET_CPU_MANAGER_POLICY
     data = load_json(key, text)

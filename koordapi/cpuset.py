@@ -6,6 +6,7 @@ list naming CPU 10**9 is an error, not a billion-element set.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 from koordapi.errors import QuantityError
@@ -13,6 +14,7 @@ from koordapi.errors import QuantityError
 MAX_CPU_ID = 16383  # far above any machine; keeps a hostile "0-999999999" cheap to refuse
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_cpuset(text: str) -> frozenset[int]:
     """ "0-3,8" → {0, 1, 2, 3, 8}; "" → empty. Raises QuantityError on anything else."""
     cpus: set[int] = set()

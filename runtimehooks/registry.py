@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -59,14 +59,22 @@ class Outcome(Generic[P]):
     aborted: bool = False  # policy Fail stopped the stage
 
 
-def ordered(hooks: Iterable[Hook], rules: Rules, stage: Stage) -> list[Hook]:
+def ordered(hooks: Sequence[Hook], rules: Rules, stage: Stage) -> tuple[Hook, ...]:
     """The hooks that run in ``stage``: gate on, stage registered, sorted by name (bytes)."""
-    selected = [h for h in hooks if stage in h.stages and rules.gates.enabled(h.gate)]
-    return sorted(selected, key=lambda h: h.name.encode())
+    key = (tuple(hooks), stage, tuple(sorted(rules.gates.overrides.items())))
+    found = _ORDERED.get(key)
+    if found is None:
+        selected = [h for h in hooks if stage in h.stages and rules.gates.enabled(h.gate)]
+        found = _ORDERED[key] = tuple(sorted(selected, key=lambda h: h.name.encode()))
+    return found
+
+
+# (hooks, stage, gate overrides) → the ordered hooks; a handful of entries per process.
+_ORDERED: dict[tuple[tuple[Hook, ...], Stage, tuple[tuple[str, bool], ...]], tuple[Hook, ...]] = {}
 
 
 def run_pod_stage(
-    hooks: Iterable[Hook], stage: Stage, req: PodRequest, rules: Rules, policy: FailurePolicy
+    hooks: Sequence[Hook], stage: Stage, req: PodRequest, rules: Rules, policy: FailurePolicy
 ) -> Outcome[PodPatch]:
     outcome: Outcome[PodPatch] = Outcome(EMPTY_POD)
     for hook in ordered(hooks, rules, stage):
@@ -78,7 +86,7 @@ def run_pod_stage(
 
 
 def run_container_stage(
-    hooks: Iterable[Hook], stage: Stage, req: ContainerRequest, rules: Rules, policy: FailurePolicy
+    hooks: Sequence[Hook], stage: Stage, req: ContainerRequest, rules: Rules, policy: FailurePolicy
 ) -> Outcome[ContainerPatch]:
     outcome: Outcome[ContainerPatch] = Outcome(EMPTY_CONTAINER)
     for hook in ordered(hooks, rules, stage):
