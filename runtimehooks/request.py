@@ -26,12 +26,11 @@ class Stage(enum.StrEnum):
     RECONCILE_CONTAINER = "ReconcileContainer"
 
 
-POD_STAGES = frozenset(
-    {Stage.PRE_RUN_POD_SANDBOX, Stage.RECONCILE_POD, Stage.PRE_REMOVE_POD_SANDBOX}
-)
 CONTAINER_STAGES = frozenset(
     {Stage.PRE_CREATE_CONTAINER, Stage.PRE_UPDATE_CONTAINER_RESOURCES, Stage.RECONCILE_CONTAINER}
 )
+# Hooks that set resources for pods and containers run at each of these.
+RESOURCE_STAGES = frozenset({Stage.PRE_RUN_POD_SANDBOX, Stage.RECONCILE_POD}) | CONTAINER_STAGES
 
 
 @dataclass(frozen=True)

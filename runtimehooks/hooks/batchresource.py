@@ -19,7 +19,7 @@ from koordapi.cgroup import UNLIMITED, milli_cpu_to_quota, milli_cpu_to_shares
 from koordapi.qos import QoSClass
 from runtimehooks.patch import ContainerPatch, PodPatch
 from runtimehooks.registry import Hook
-from runtimehooks.request import ContainerRequest, PodRequest, Stage
+from runtimehooks.request import RESOURCE_STAGES, ContainerRequest, PodRequest, Stage
 from runtimehooks.rules import Rules
 
 
@@ -78,15 +78,7 @@ def container(req: ContainerRequest, rules: Rules, stage: Stage) -> ContainerPat
 HOOK = Hook(
     name="BatchResource",
     gate=features.BATCH_RESOURCE,
-    stages=frozenset(
-        {
-            Stage.PRE_RUN_POD_SANDBOX,
-            Stage.RECONCILE_POD,
-            Stage.PRE_CREATE_CONTAINER,
-            Stage.PRE_UPDATE_CONTAINER_RESOURCES,
-            Stage.RECONCILE_CONTAINER,
-        }
-    ),
+    stages=RESOURCE_STAGES,
     pod=pod,
     container=container,
 )

@@ -13,7 +13,7 @@ from koordapi import annotation, features, keys
 from koordapi.qos import QoSClass
 from runtimehooks.patch import ContainerPatch, PodPatch
 from runtimehooks.registry import Hook
-from runtimehooks.request import ContainerRequest, PodRequest, Stage
+from runtimehooks.request import RESOURCE_STAGES, ContainerRequest, PodRequest, Stage
 from runtimehooks.rules import Rules
 
 
@@ -51,15 +51,7 @@ def container(req: ContainerRequest, rules: Rules, stage: Stage) -> ContainerPat
 HOOK = Hook(
     name="CPUNormalization",
     gate=features.CPU_NORMALIZATION,
-    stages=frozenset(
-        {
-            Stage.PRE_RUN_POD_SANDBOX,
-            Stage.RECONCILE_POD,
-            Stage.PRE_CREATE_CONTAINER,
-            Stage.PRE_UPDATE_CONTAINER_RESOURCES,
-            Stage.RECONCILE_CONTAINER,
-        }
-    ),
+    stages=RESOURCE_STAGES,
     pod=pod,
     container=container,
 )

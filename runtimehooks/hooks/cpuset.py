@@ -19,7 +19,7 @@ from koordapi.errors import AnnotationError
 from koordapi.qos import KubeQoS, QoSClass
 from runtimehooks.patch import ContainerPatch, PodPatch
 from runtimehooks.registry import Hook
-from runtimehooks.request import ContainerRequest, PodRequest, Stage
+from runtimehooks.request import RESOURCE_STAGES, ContainerRequest, PodRequest, Stage
 from runtimehooks.rules import Rules
 
 
@@ -117,15 +117,7 @@ def share_pools(
 HOOK = Hook(
     name="CPUSetAllocator",
     gate=features.CPUSET_ALLOCATOR,
-    stages=frozenset(
-        {
-            Stage.PRE_RUN_POD_SANDBOX,
-            Stage.RECONCILE_POD,
-            Stage.PRE_CREATE_CONTAINER,
-            Stage.PRE_UPDATE_CONTAINER_RESOURCES,
-            Stage.RECONCILE_CONTAINER,
-        }
-    ),
+    stages=RESOURCE_STAGES,
     pod=pod,
     container=container,
 )

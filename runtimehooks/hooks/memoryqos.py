@@ -24,7 +24,7 @@ from koordapi.qos import KubeQoS, QoSClass, default_qos_for_kube
 from runtimehooks.hooks.batchresource import extended_resources
 from runtimehooks.patch import ContainerPatch, PodPatch
 from runtimehooks.registry import Hook
-from runtimehooks.request import ContainerRequest, PodRequest, Stage
+from runtimehooks.request import RESOURCE_STAGES, ContainerRequest, PodRequest, Stage
 from runtimehooks.rules import Rules
 
 PAGE_SIZE = 4096
@@ -126,15 +126,7 @@ def kube_qos_sums(pod_mins: Mapping[KubeQoS, int]) -> dict[KubeQoS, int]:
 HOOK = Hook(
     name="MemoryQOS",
     gate=features.MEMORY_QOS,
-    stages=frozenset(
-        {
-            Stage.PRE_RUN_POD_SANDBOX,
-            Stage.RECONCILE_POD,
-            Stage.PRE_CREATE_CONTAINER,
-            Stage.PRE_UPDATE_CONTAINER_RESOURCES,
-            Stage.RECONCILE_CONTAINER,
-        }
-    ),
+    stages=RESOURCE_STAGES,
     pod=pod,
     container=container,
 )
