@@ -1,0 +1,111 @@
+"""The metric cache: aggregation (Koordinator's percentiles), freshness, retention, size cap."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from koordlet.metriccache import MetricCache, Sample, percentile
+
+POD = {"pod_uid": "u1"}
+
+
+def fill(
+    cache: MetricCache,
+    name: str,
+    labels: dict[str, str],
+    values: list[float],
+    start: float = 1000.0,
+) -> None:
+    cache.append(Sample(name, labels, start + i, v) for i, v in enumerate(values))
+
+
+@pytest.mark.parametrize(
+    ("values", "p", "expected"),
+    [
+        pytest.param([1.0], 0.5, 1.0, id="single"),
+        pytest.param([1.0, 2.0, 3.0, 4.0], 0.5, 2.0, id="even-p50-is-index-1"),
+        pytest.param([float(i) for i in range(1, 11)], 0.9, 9.0, id="p90-of-ten"),
+        pytest.param([float(i) for i in range(1, 11)], 0.95, 9.0, id="p95-of-ten-int-truncates"),
+        pytest.param([float(i) for i in range(1, 101)], 0.99, 99.0, id="p99-of-hundred"),
+        pytest.param([5.0, 6.0], 0.1, 5.0, id="small-p-clamps-to-first"),
+    ],
+)
+def test_percentile_follows_koordinator(values: list[float], p: float, expected: float) -> None:
+    assert percentile(values, p) == expected
+
+
+def test_aggregate_over_a_window(tmp_path: Path) -> None:
+    cache = MetricCache(tmp_path / "m.db")
+    fill(cache, "pod_cpu_usage", POD, [4.0, 1.0, 3.0, 2.0, 10.0])  # ts 1000..1004
+    fill(cache, "pod_cpu_usage", {"pod_uid": "other"}, [100.0] * 5)
+
+    agg = cache.aggregate("pod_cpu_usage", POD, 1000, 1003)
+
+    assert agg is not None
+    assert agg.count == 4
+    assert agg.avg == 2.5
+    assert (agg.p50, agg.p90, agg.last, agg.last_ts) == (2.0, 3.0, 2.0, 1003)
+    assert agg.get("p95") == 3.0
+    assert cache.aggregate("pod_cpu_usage", POD, 2000, 3000) is None
+    assert cache.aggregate("node_cpu_usage", {}, 0, 3000) is None
+    with pytest.raises(ValueError, match="unknown aggregate"):
+        agg.get("median")
+
+
+def test_last_is_returned_only_while_fresh() -> None:
+    cache = MetricCache()
+    fill(cache, "node_cpu_usage", {}, [0.5, 0.7])  # ts 1000, 1001
+    assert cache.last("node_cpu_usage", {}, now=1002.5, max_age=2) == 0.7
+    assert cache.last("node_cpu_usage", {}, now=1004, max_age=2) is None  # stale: no value
+    assert cache.last("pod_cpu_usage", POD, now=1001, max_age=2) is None
+
+
+def test_non_finite_values_are_never_stored() -> None:
+    cache = MetricCache()
+    stored = cache.append(
+        [Sample("x", {}, 1.0, math.nan), Sample("x", {}, 2.0, math.inf), Sample("x", {}, 3.0, 1.0)]
+    )
+    assert stored == 1
+    agg = cache.aggregate("x", {}, 0, 10)
+    assert agg is not None and agg.count == 1
+
+
+def test_retention_deletes_old_samples(tmp_path: Path) -> None:
+    cache = MetricCache(tmp_path / "m.db", retention_seconds=10)
+    fill(cache, "x", {}, [1.0] * 20, start=0)  # ts 0..19
+
+    deleted = cache.expire(now=20)
+
+    assert deleted == 10
+    agg = cache.aggregate("x", {}, 0, 100)
+    assert agg is not None and agg.count == 10
+
+
+def test_the_size_cap_drops_the_oldest_samples(tmp_path: Path) -> None:
+    cache = MetricCache(tmp_path / "m.db", max_bytes=256 * 1024)
+    for batch in range(20):
+        fill(cache, "x", {"c": str(batch % 5)}, [float(i) for i in range(2000)], start=batch * 2000)
+    assert cache.size_bytes() > 256 * 1024
+
+    cache.expire(now=40000)
+
+    assert cache.size_bytes() <= 256 * 1024
+    newest = cache.aggregate("x", {"c": "4"}, 0, 1e9)
+    assert newest is not None and newest.last_ts == 19 * 2000 + 1999  # the newest survived
+
+
+def test_series_survive_a_reopen(tmp_path: Path) -> None:
+    cache = MetricCache(tmp_path / "m.db")
+    fill(cache, "pod_cpu_usage", POD, [1.0, 2.0])
+    cache.close()
+
+    again = MetricCache(tmp_path / "m.db")
+
+    assert again.series("pod_cpu_usage") == [("pod_cpu_usage", POD)]
+    agg = again.aggregate("pod_cpu_usage", POD, 0, 1e9)
+    assert agg is not None and agg.count == 2
+    again.drop_series("pod_cpu_usage", POD)
+    assert again.series() == []
