@@ -1,6 +1,9 @@
 """The ``koordctl`` command: look at what the node agent and the runtime see.
 
 Subcommands:
+    top          live node and per-pod usage grouped by QoS class (from the local koordlet)
+    pods         known pods, their QoS class and the values koordlet applied
+    query        aggregates of a metric over a window (avg, p50 ... p99, last, count)
     nri-events   register as an external NRI plugin and print every NRI message as a JSON line
     kernel       the kernel interfaces koordlet would use here (cgroup version, group identity
                  mechanism, core scheduling, resctrl)
@@ -15,13 +18,20 @@ import json
 import logging
 import signal
 import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 from koordlet.executor.resctrl import Resctrl
 from koordlet.states.topology import detect_kernel
 from nri_plugin import DEFAULT_SOCKET_PATH, NriError, Stub
 from nri_plugin.eventlog import EventLog
+
+DEFAULT_ADDR = "127.0.0.1:9316"
 
 
 def nri_events(args: argparse.Namespace) -> int:
@@ -49,6 +59,144 @@ def nri_events(args: argparse.Namespace) -> int:
     except NriError as err:
         print(f"koordctl nri-events: {err}", file=sys.stderr)
         return 1
+    return 0
+
+
+QOS_ORDER = ("LSE", "LSR", "LS", "BE", "SYSTEM", "none")
+
+
+class KoordletUnreachable(Exception):
+    pass
+
+
+def fetch(addr: str, path: str) -> Any:
+    """GET koordlet's JSON API at ``addr`` (HOST:PORT)."""
+    url = f"http://{addr}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        detail = err.read().decode(errors="replace").strip()
+        raise KoordletUnreachable(f"{url}: HTTP {err.code}: {detail}") from None
+    except (OSError, ValueError) as err:
+        raise KoordletUnreachable(
+            f"cannot reach koordlet at {addr} ({err}); is it running with --addr {addr}?"
+        ) from None
+
+
+def cores(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def mib(value: float | None) -> str:
+    return "-" if value is None else f"{value / (1 << 20):.0f}Mi"
+
+
+def render_top(node: dict[str, Any], pods: list[dict[str, Any]]) -> str:
+    """The ``koordctl top`` table: the node, then pods grouped by QoS class with totals."""
+    usage = node.get("usage", {})
+    cpu, memory = usage.get("cpu"), usage.get("memory")
+    share = f" ({100 * cpu / node['cpus']:.0f}%)" if cpu is not None and node.get("cpus") else ""
+    system = node.get("system_usage", {})
+    lines = [
+        f"NODE {node['name']}  CPU {cores(cpu)}/{node.get('cpus', '?')} cores{share}  "
+        f"MEMORY {mib(memory)}/{mib(node.get('memory_bytes'))}  "
+        f"SYSTEM {cores(system.get('cpu'))} cores {mib(system.get('memory'))}",
+        "",
+        f"{'QOS':7}{'NAMESPACE/POD':40}{'CPU(cores)':>11}{'MEMORY':>10}{'CONTAINERS':>12}",
+    ]
+    for qos in QOS_ORDER:
+        group = [p for p in pods if p.get("qos") == qos]
+        if not group:
+            continue
+        total_cpu = sum(p["usage"].get("cpu") or 0 for p in group)
+        total_mem = sum(p["usage"].get("memory") or 0 for p in group)
+        for pod in sorted(group, key=lambda p: -(p["usage"].get("cpu") or 0)):
+            name = f"{pod['namespace']}/{pod['name']}"[:39]
+            lines.append(
+                f"{qos:7}{name:40}{cores(pod['usage'].get('cpu')):>11}"
+                f"{mib(pod['usage'].get('memory')):>10}{len(pod['containers']):>12}"
+            )
+        lines.append(f"{'':7}{'= ' + qos + ' total':40}{cores(total_cpu):>11}{mib(total_mem):>10}")
+    return "\n".join(lines)
+
+
+def render_pods(pods: list[dict[str, Any]]) -> str:
+    header = (
+        f"{'QOS':7}{'NAMESPACE/POD':32}{'CONTAINER':14}{'SHARES':>8}{'QUOTA':>9}"
+        f"{'CPUSET':>9}{'MEMORY':>10}{'IDLE':>6}"
+    )
+    lines = [header]
+
+    def row(qos: str, name: str, container: str, applied: dict[str, Any]) -> str:
+        memory = applied.get("memory.limit_in_bytes")
+        return (
+            f"{qos:7}{name[:31]:32}{container[:13]:14}{applied.get('cpu.shares', '-')!s:>8}"
+            f"{applied.get('cpu.cfs_quota_us', '-')!s:>9}{applied.get('cpuset.cpus', '-')!s:>9}"
+            f"{'-' if memory in (None, -1) else mib(memory):>10}{applied.get('cpu.idle', '')!s:>6}"
+        )
+
+    for pod in sorted(
+        pods,
+        key=lambda p: (
+            QOS_ORDER.index(p.get("qos", "none")) if p.get("qos") in QOS_ORDER else 9,
+            p["name"],
+        ),
+    ):
+        name = f"{pod['namespace']}/{pod['name']}"
+        lines.append(row(pod["qos"], name, "(pod)", pod.get("applied", {})))
+        for container in pod.get("containers", []):
+            lines.append(row("", "", container["name"], container.get("applied", {})))
+    return "\n".join(lines)
+
+
+def top(args: argparse.Namespace) -> int:
+    try:
+        while True:
+            text = render_top(fetch(args.addr, "/api/v1/node"), fetch(args.addr, "/api/v1/pods"))
+            if args.once:
+                print(text)
+                return 0
+            sys.stdout.write("\x1b[H\x1b[2J" + text + "\n")
+            sys.stdout.flush()
+            time.sleep(args.interval)
+    except KoordletUnreachable as err:
+        print(f"koordctl top: {err}", file=sys.stderr)
+        return 1
+
+
+def pods(args: argparse.Namespace) -> int:
+    try:
+        data = fetch(args.addr, "/api/v1/pods")
+    except KoordletUnreachable as err:
+        print(f"koordctl pods: {err}", file=sys.stderr)
+        return 1
+    print(json.dumps(data) if args.json else render_pods(data))
+    return 0
+
+
+def query(args: argparse.Namespace) -> int:
+    params = {"metric": args.metric, "window": args.window, "agg": args.agg}
+    for label in args.label:
+        key, sep, value = label.partition("=")
+        if not sep:
+            print(f"koordctl query: --label {label!r} is not KEY=VALUE", file=sys.stderr)
+            return 2
+        params[f"label.{key}"] = value
+    try:
+        data = fetch(args.addr, "/api/v1/query?" + urllib.parse.urlencode(params))
+    except KoordletUnreachable as err:
+        print(f"koordctl query: {err}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(data))
+    else:
+        for item in data:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(item["labels"].items()))
+            value = item[args.agg]
+            print(f"{item['metric']}{{{labels}}} {args.agg}={value:.6g} count={item['count']}")
+        if not data:
+            print(f"no samples of {args.metric} in the last {args.window}")
     return 0
 
 
@@ -97,6 +245,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     events.add_argument("--once", action="store_true", help="exit when the connection closes")
     events.set_defaults(func=nri_events)
+    addr_help = "koordlet's --addr (default %(default)s)"
+    top_cmd = sub.add_parser("top", help="live node and pod usage by QoS class")
+    top_cmd.add_argument("--addr", default=DEFAULT_ADDR, help=addr_help)
+    top_cmd.add_argument("--once", action="store_true", help="print one table and exit")
+    top_cmd.add_argument("--interval", type=float, default=2.0, help="refresh period (seconds)")
+    top_cmd.set_defaults(func=top)
+    pods_cmd = sub.add_parser("pods", help="known pods, QoS class and applied values")
+    pods_cmd.add_argument("--addr", default=DEFAULT_ADDR, help=addr_help)
+    pods_cmd.add_argument("--json", action="store_true")
+    pods_cmd.set_defaults(func=pods)
+    query_cmd = sub.add_parser("query", help="aggregate a metric over a window")
+    query_cmd.add_argument("metric", help="e.g. pod_cpu_usage, node_memory_usage")
+    query_cmd.add_argument("--window", default="5m", help="e.g. 30s, 5m, 1h (default %(default)s)")
+    query_cmd.add_argument(
+        "--agg", default="avg", choices=["avg", "p50", "p90", "p95", "p99", "last", "count"]
+    )
+    query_cmd.add_argument(
+        "--label", action="append", default=[], help="KEY=VALUE filter, repeatable"
+    )
+    query_cmd.add_argument("--addr", default=DEFAULT_ADDR, help=addr_help)
+    query_cmd.add_argument("--json", action="store_true")
+    query_cmd.set_defaults(func=query)
     kern = sub.add_parser("kernel", help="the kernel interfaces koordlet would use on this node")
     kern.add_argument("--cgroup-root-dir", default="/sys/fs/cgroup/")
     kern.add_argument("--sys-fs-root-dir", default="/sys/fs/")

@@ -1,0 +1,111 @@
+"""The NodeMetric report: Koordinator's NodeMetric ``status``, built from the metric cache.
+
+Same shape as the custom resource (``nodeMetric.nodeUsage``, ``systemUsage``,
+``aggregatedNodeUsages`` per duration, ``podsMetric``, ...), so the manager and ``koordctl`` read
+one format whether it comes from the API server or from a node in standalone mode. Usage
+averages over ``aggregate_seconds`` (300 s by default); aggregates (avg, p50, p90, p95, p99)
+per duration (5m, 10m, 30m) appear only once samples exist for that window.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from koordapi import keys
+from koordapi.qos import default_priority_class_for_qos, priority_class_of
+from koordlet.metriccache import MetricCache
+from koordlet.states.pods import KnownPod
+
+DEFAULT_AGGREGATE_SECONDS = 300
+DEFAULT_DURATIONS = (300, 600, 1800)
+AGGREGATIONS = ("avg", "p50", "p90", "p95", "p99")
+
+
+def cpu_quantity(cores: float) -> str:
+    return f"{max(0, round(cores * 1000))}m"
+
+
+def memory_quantity(bytes_: float) -> str:
+    return str(max(0, int(bytes_)))
+
+
+def duration_text(seconds: int) -> str:
+    """Go's duration format for whole seconds: 300 → "5m0s", 1800 → "30m0s"."""
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    text = f"{minutes}m{secs}s"
+    return f"{hours}h{text}" if hours else text
+
+
+def resource_map(cpu: float | None, memory: float | None) -> dict[str, Any]:
+    resources = {}
+    if cpu is not None:
+        resources["cpu"] = cpu_quantity(cpu)
+    if memory is not None:
+        resources["memory"] = memory_quantity(memory)
+    return {"resources": resources}
+
+
+def _usage(
+    cache: MetricCache,
+    prefix: str,
+    labels: Mapping[str, str],
+    window: tuple[float, float],
+    agg: str,
+) -> dict[str, Any] | None:
+    start, end = window
+    cpu = cache.aggregate(f"{prefix}_cpu_usage", labels, start, end)
+    memory = cache.aggregate(f"{prefix}_memory_usage", labels, start, end)
+    if cpu is None and memory is None:
+        return None
+    return resource_map(cpu.get(agg) if cpu else None, memory.get(agg) if memory else None)
+
+
+def build_status(
+    cache: MetricCache,
+    pods: Iterable[KnownPod],
+    now: float,
+    *,
+    aggregate_seconds: int = DEFAULT_AGGREGATE_SECONDS,
+    durations: Iterable[int] = DEFAULT_DURATIONS,
+) -> dict[str, Any]:
+    start = now - aggregate_seconds
+    node_metric: dict[str, Any] = {}
+    for key, prefix in (("nodeUsage", "node"), ("systemUsage", "sys")):
+        usage = _usage(cache, prefix, {}, (start, now), "avg")
+        if usage is not None:
+            node_metric[key] = usage
+    for key, prefix in (("aggregatedNodeUsages", "node"), ("aggregatedSystemUsages", "sys")):
+        aggregated = []
+        for seconds in durations:
+            per_agg = {
+                a: u
+                for a in AGGREGATIONS
+                if (u := _usage(cache, prefix, {}, (now - seconds, now), a))
+            }
+            if per_agg:
+                aggregated.append({"usage": per_agg, "duration": duration_text(seconds)})
+        if aggregated:
+            node_metric[key] = aggregated
+    pods_metric = []
+    for known in pods:
+        request = known.request
+        usage = _usage(cache, "pod", {"pod_uid": request.uid}, (start, now), "avg")
+        if usage is None:
+            continue
+        pods_metric.append(
+            {
+                "namespace": request.namespace,
+                "name": request.name,
+                "podUsage": usage,
+                "priority": priority_class_of(
+                    None, request.labels.get(keys.LABEL_PRIORITY_CLASS)
+                ).name
+                or default_priority_class_for_qos(request.qos).name,
+                "qos": request.qos.value,
+            }
+        )
+    updated = datetime.datetime.fromtimestamp(now, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"updateTime": updated, "nodeMetric": node_metric, "podsMetric": pods_metric}

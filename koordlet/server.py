@@ -1,0 +1,140 @@
+"""koordlet's HTTP server on ``--addr``: Prometheus metrics and a small read-only status API.
+
+    GET /metrics                     Prometheus text format (koordlet's registry)
+    GET /healthz                     "ok"
+    GET /api/v1/node                 the node: CPUs, memory, usage, kernel features
+    GET /api/v1/pods                 known pods: QoS class, containers, applied values, usage
+    GET /api/v1/nodemetric           the NodeMetric status (Koordinator's shape)
+    GET /api/v1/query?metric=NAME&window=5m&agg=p95[&label.KEY=VALUE...]
+                                     aggregates of the matching series over the window
+
+It serves from its own threads and only reads: the views it is given do the work. Bad query
+parameters get a 400 with a one-line JSON error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
+from urllib.parse import parse_qs, urlparse
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+log = logging.getLogger(__name__)
+
+MAX_WINDOW_SECONDS = 7 * 24 * 3600
+
+
+class Views(Protocol):
+    def node(self) -> dict[str, Any]: ...
+
+    def pods(self) -> list[dict[str, Any]]: ...
+
+    def node_metric(self) -> dict[str, Any]: ...
+
+    def query(
+        self, metric: str, window_seconds: float, agg: str, labels: Mapping[str, str]
+    ) -> list[dict[str, Any]]: ...
+
+
+class BadRequest(ValueError):
+    pass
+
+
+def parse_window(text: str) -> float:
+    """ "5m", "30s", "1h", "300" → seconds; refuses anything else or above a week."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    number, unit = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1)
+    try:
+        seconds = float(number) * unit
+    except ValueError:
+        raise BadRequest(f"window {text!r} is not a duration like 30s, 5m or 1h") from None
+    if not 0 < seconds <= MAX_WINDOW_SECONDS:
+        raise BadRequest(f"window {text!r} must be above 0 and at most 7 days")
+    return seconds
+
+
+class StatusServer:
+    """See the module docstring. ``start()`` returns the port (useful with port 0)."""
+
+    def __init__(self, host: str, port: int, registry: CollectorRegistry, views: Views) -> None:
+        self.registry = registry
+        self.views = views
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.handle(self)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug("http: " + format, *args)
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    def start(self) -> int:
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, name="koordlet-http", daemon=True
+        )
+        self._thread.start()
+        return self.port
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # -- routing ------------------------------------------------------------------------------
+
+    def handle(self, request: BaseHTTPRequestHandler) -> None:
+        url = urlparse(request.path)
+        routes: dict[str, Callable[[dict[str, list[str]]], tuple[int, str, bytes]]] = {
+            "/metrics": self._metrics,
+            "/healthz": lambda q: (200, "text/plain", b"ok\n"),
+            "/api/v1/node": lambda q: self._json(self.views.node()),
+            "/api/v1/pods": lambda q: self._json(self.views.pods()),
+            "/api/v1/nodemetric": lambda q: self._json(self.views.node_metric()),
+            "/api/v1/query": self._query,
+        }
+        route = routes.get(url.path)
+        try:
+            if route is None:
+                status, kind, body = 404, "application/json", b'{"error": "not found"}\n'
+            else:
+                status, kind, body = route(parse_qs(url.query))
+        except BadRequest as err:
+            status, kind, body = 400, "application/json", json.dumps({"error": str(err)}).encode()
+        except Exception as err:  # a view's bug: a 500 for this request, the server stays
+            log.exception("http: %s failed", url.path)
+            status, kind, body = 500, "application/json", json.dumps({"error": str(err)}).encode()
+        request.send_response(status)
+        request.send_header("Content-Type", kind)
+        request.send_header("Content-Length", str(len(body)))
+        request.end_headers()
+        request.wfile.write(body)
+
+    def _metrics(self, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
+        return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
+
+    @staticmethod
+    def _json(data: Any) -> tuple[int, str, bytes]:
+        return 200, "application/json", (json.dumps(data) + "\n").encode()
+
+    def _query(self, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
+        metric = (query.get("metric") or [""])[0]
+        if not metric:
+            raise BadRequest("metric is required")
+        window = parse_window((query.get("window") or ["5m"])[0])
+        agg = (query.get("agg") or ["avg"])[0]
+        if agg not in ("avg", "p50", "p90", "p95", "p99", "last", "count"):
+            raise BadRequest(f"agg {agg!r} must be avg, p50, p90, p95, p99, last or count")
+        labels = {k[len("label.") :]: v[0] for k, v in query.items() if k.startswith("label.")}
+        return self._json(self.views.query(metric, window, agg, labels))

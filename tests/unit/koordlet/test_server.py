@@ -1,0 +1,173 @@
+"""koordlet's HTTP API, the NodeMetric report and koordctl's tables, on a cache filled by hand."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from koordapi import keys
+from koordlet import ctl
+from koordlet.executor import Executor
+from koordlet.metriccache import MetricCache, Sample
+from koordlet.metrics import KoordletMetrics
+from koordlet.nodemetric import build_status, duration_text
+from koordlet.server import StatusServer
+from koordlet.states.pods import PodStore
+from koordlet.states.topology import Topology
+from koordlet.views import KoordletViews
+from nri_plugin import api
+from runtimehooks.rules import KernelFeatures
+
+NOW = 1_800_000_000.0
+
+
+def store() -> PodStore:
+    pods = PodStore()
+    for uid, qos in (("u-web", "LS"), ("u-job", "BE")):
+        pod = api.PodSandbox(id=uid, name=uid[2:], uid=uid, namespace="default")
+        pod.labels[keys.LABEL_QOS_CLASS] = qos
+        pod.linux.cgroup_parent = f"/kubepods/pod{uid}"
+        pods.put_pod(pod)
+    return pods
+
+
+def cache() -> MetricCache:
+    c = MetricCache()
+    samples = []
+    for i in range(300):  # five minutes, one sample a second
+        ts = NOW - 299 + i
+        samples += [
+            Sample("node_cpu_usage", {}, ts, 1.0 + (i % 10) / 10),  # 1.0 .. 1.9
+            Sample("node_memory_usage", {}, ts, 4 << 30),
+            Sample("sys_cpu_usage", {}, ts, 0.25),
+            Sample("sys_memory_usage", {}, ts, 1 << 30),
+            Sample("pod_cpu_usage", {"pod_uid": "u-web"}, ts, 0.5),
+            Sample("pod_memory_usage", {"pod_uid": "u-web"}, ts, 256 << 20),
+            Sample("pod_cpu_usage", {"pod_uid": "u-job"}, ts, 0.75),
+            Sample("pod_memory_usage", {"pod_uid": "u-job"}, ts, 512 << 20),
+        ]
+    c.append(samples)
+    return c
+
+
+def test_node_metric_report_has_koordinators_shape_and_values() -> None:
+    status = build_status(cache(), store(), NOW, durations=(300,))
+
+    assert status["updateTime"] == "2027-01-15T08:00:00Z"
+    node = status["nodeMetric"]
+    assert node["nodeUsage"] == {"resources": {"cpu": "1450m", "memory": str(4 << 30)}}
+    assert node["systemUsage"]["resources"]["cpu"] == "250m"
+    (five_minutes,) = node["aggregatedNodeUsages"]
+    assert five_minutes["duration"] == "5m0s"
+    # 30 samples of each of 1.0 .. 1.9; index int(300 * 0.95) - 1 = 284 falls in the 1.9s
+    assert five_minutes["usage"]["p95"]["resources"]["cpu"] == "1900m"
+    by_name = {p["name"]: p for p in status["podsMetric"]}
+    assert by_name["job"]["qos"] == "BE" and by_name["job"]["priority"] == "koord-batch"
+    assert by_name["web"]["podUsage"]["resources"] == {"cpu": "500m", "memory": str(256 << 20)}
+
+
+def test_duration_text_is_gos() -> None:
+    assert [duration_text(s) for s in (300, 600, 1800, 3900)] == [
+        "5m0s",
+        "10m0s",
+        "30m0s",
+        "1h5m0s",
+    ]
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[StatusServer]:
+    (tmp_path / "cpu" / "kubepods" / "podu-web").mkdir(parents=True)
+    (tmp_path / "cpu" / "kubepods" / "podu-web" / "cpu.shares").write_text("512\n")
+    c = cache()
+    views = KoordletViews(
+        node_name="node-1",
+        pods=store(),
+        cache=c,
+        executor=Executor(tmp_path),
+        topology=Topology(frozenset({0, 1}), {0: frozenset({0, 1})}, {0: 0}, 8 << 30),
+        kernel=KernelFeatures(cpu_idle=True),
+        health=lambda: {"node": {"errors": 0}},
+        clock=lambda: NOW + 1,
+    )
+    srv = StatusServer("127.0.0.1", 0, KoordletMetrics("node-1").registry, views)
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def get(srv: StatusServer, path: str) -> Any:
+    with urllib.request.urlopen(f"http://127.0.0.1:{srv.port}{path}", timeout=5) as response:
+        return json.loads(response.read())
+
+
+def test_api_serves_node_pods_query_and_metrics(server: StatusServer) -> None:
+    node = get(server, "/api/v1/node")
+    assert (node["name"], node["cpus"], node["kernel"]["group_identity"]) == (
+        "node-1",
+        2,
+        "cpu.idle",
+    )
+    assert node["usage"]["memory"] == 4 << 30
+
+    pods = {p["name"]: p for p in get(server, "/api/v1/pods")}
+    assert pods["web"]["qos"] == "LS"
+    assert pods["web"]["applied"]["cpu.shares"] == 512
+    assert pods["job"]["usage"]["cpu"] == 0.75
+
+    result = get(server, "/api/v1/query?metric=pod_cpu_usage&window=5m&agg=p95&label.pod_uid=u-job")
+    assert result == [
+        {"metric": "pod_cpu_usage", "labels": {"pod_uid": "u-job"}, "p95": 0.75, "count": 300}
+    ]
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as response:
+        assert b"koordlet_start_time" in response.read()
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        pytest.param("/api/v1/query?window=5m", "metric is required", id="no-metric"),
+        pytest.param("/api/v1/query?metric=x&window=5y", "not a duration", id="bad-window"),
+        pytest.param("/api/v1/query?metric=x&agg=median", "agg 'median'", id="bad-agg"),
+    ],
+)
+def test_bad_queries_get_a_400_with_the_reason(
+    server: StatusServer, path: str, message: str
+) -> None:
+    with pytest.raises(urllib.error.HTTPError) as err:
+        get(server, path)
+    assert err.value.code == 400
+    assert message in json.loads(err.value.read())["error"]
+
+
+def test_koordctl_top_and_pods_render_from_the_api(
+    server: StatusServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    addr = f"127.0.0.1:{server.port}"
+
+    assert ctl.main(["top", "--once", "--addr", addr]) == 0
+    top = capsys.readouterr().out
+    assert "NODE node-1  CPU " in top
+    lines = top.splitlines()
+    ls_row = next(line for line in lines if line.startswith("LS ") and "default/web" in line)
+    assert "0.50" in ls_row and "256Mi" in ls_row
+    assert any(line.strip().startswith("= BE total") and "0.75" in line for line in lines)
+    assert lines.index(ls_row) < next(i for i, line in enumerate(lines) if line.startswith("BE "))
+
+    assert ctl.main(["pods", "--addr", addr]) == 0
+    pods_table = capsys.readouterr().out
+    assert any("default/web" in line and "512" in line for line in pods_table.splitlines())
+
+
+def test_koordctl_says_clearly_when_koordlet_is_not_there(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert ctl.main(["top", "--once", "--addr", "127.0.0.1:1"]) == 1
+    assert "cannot reach koordlet at 127.0.0.1:1" in capsys.readouterr().err
