@@ -7,12 +7,14 @@ come through here, so a value is written the same way whoever computed it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from koordlet.executor import CgroupWrite, Executor, WriteResult, coresched, procfs
+from koordlet.executor.netqos import NetQoS, cgroup_id
 from koordlet.executor.resctrl import Resctrl, ResctrlError
 from koordlet.translate import container_writes, pod_writes
+from runtimehooks.hooks.tc import TcPlan
 from runtimehooks.patch import ContainerPatch, PodPatch
 from runtimehooks.request import ContainerRequest, PodRequest
 from runtimehooks.rules import KernelFeatures
@@ -28,6 +30,8 @@ class Applier:
         self.resctrl = resctrl
         self.proc_root = proc_root
         self.cookies = coresched.CookieGroups()
+        self.net_qos: NetQoS | None = None
+        self._net_qos_error = ""
 
     def pod_values(
         self, pod: PodRequest, patch: PodPatch, kernel: KernelFeatures
@@ -72,3 +76,32 @@ class Applier:
 
     def apply_leveled(self, levels: Sequence[Sequence[CgroupWrite]]) -> list[WriteResult]:
         return self.executor.apply_leveled(levels)
+
+    def apply_net_qos(self, plan: TcPlan | None, classes: Mapping[str, int]) -> None:
+        """Egress classes on the uplink; ``classes`` maps cgroup dirs to their class ids.
+
+        The map is filled before the plan (and its filter) goes in, so a restarted koordlet's
+        filter never starts empty. A failure is logged once per distinct message.
+        """
+        if plan is None and self.net_qos is None:
+            return
+        try:
+            if self.net_qos is None:
+                self.net_qos = NetQoS()
+            ids = {}
+            for cgroup, class_id in classes.items():
+                folder = self.executor.v2_dir(cgroup)
+                if folder is not None:
+                    ids[cgroup_id(folder)] = class_id
+            self.net_qos.classify(ids if plan is not None else {})
+            self.net_qos.apply_plan(plan)
+            self._net_qos_error = ""
+        except (OSError, ValueError) as err:
+            if str(err) != self._net_qos_error:
+                log.warning("network QoS: %s", err)
+            self._net_qos_error = str(err)
+
+    def close(self) -> None:
+        if self.net_qos is not None:
+            self.net_qos.close()
+            self.net_qos = None

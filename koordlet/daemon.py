@@ -84,7 +84,7 @@ class Koordlet:
         self.pods = PodStore()
         self._rules: Rules | None = None
         self._rules_key: tuple[object, int] | None = None
-        applier = Applier(self.executor, self.resctrl, config.proc_root)
+        applier = self.applier = Applier(self.executor, self.resctrl, config.proc_root)
         self.reconciler = Reconciler(
             hooks=HOOKS,
             rules=self.rules,
@@ -205,3 +205,4 @@ class Koordlet:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*tasks, return_exceptions=True)
+        self.applier.close()

@@ -22,7 +22,7 @@ from koordlet.executor import CgroupWrite, Status
 from koordlet.hookserver import failure_cause
 from koordlet.metrics import KoordletMetrics
 from koordlet.states.pods import KnownPod, PodStore
-from runtimehooks.hooks import coresched, groupidentity
+from runtimehooks.hooks import coresched, groupidentity, tc
 from runtimehooks.registry import (
     FailurePolicy,
     Hook,
@@ -89,6 +89,7 @@ class Reconciler:
         self.reconcile_kube_qos(rules)
         for known in self.pods:
             self.reconcile_pod(known, rules)
+        self.reconcile_net_qos(rules)
         self.passes += 1
         self._observe("allpods", "all", start, "succeeded")
 
@@ -96,6 +97,17 @@ class Reconciler:
         known = self.pods.pod(pod_id)
         if known is not None and container_id in known.containers:
             self.reconcile_pod(known, self.rules(), only=container_id)
+
+    def reconcile_net_qos(self, rules: Rules) -> None:
+        """The uplink's HTB classes, and every container's class by its cgroup."""
+        plan = tc.plan(rules) if rules.gates.enabled(tc.HOOK.gate) else None
+        classes = {
+            container.cgroup_dir: tc.classid(tc.pod_minor(known.request))
+            for known in self.pods
+            for container in known.containers.values()
+            if container.cgroup_dir
+        }
+        self.applier.apply_net_qos(plan, classes)
 
     def reconcile_kube_qos(self, rules: Rules) -> None:
         dirs = self._kube_qos_dirs()

@@ -84,6 +84,12 @@ class Executor:
         except (OSError, ValueError):
             return None
 
+    def v2_dir(self, cgroup: str) -> Path | None:
+        """The cgroup's directory in the v2 hierarchy (``unified/`` on a hybrid host), if any."""
+        base = self.root if self.version == 2 else self.root / "unified"
+        folder = base / cgroup.strip("/")
+        return folder if folder.is_dir() else None
+
     def procs(self, cgroup: str) -> list[int]:
         """Pids in ``cgroup`` (its cgroup.procs; the cpu hierarchy on v1), [] if it is gone."""
         base = self.root if self.version == 2 else self.root / "cpu"
