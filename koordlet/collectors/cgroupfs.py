@@ -1,0 +1,187 @@
+"""Reading the cgroup and procfs files the collectors need, v1 or v2, under an injected root.
+
+``CgroupFS`` answers "what does this cgroup's CPU counter / memory.stat / cpuset / CFS
+quota say" with Koordinator's v1 → v2 mapping (cpuacct.usage ↔ cpu.stat usage_usec * 1000,
+cpu.cfs_quota_us + cpu.cfs_period_us ↔ cpu.max). ``targets`` lists the pod and container
+cgroups of the known pods with their metric labels.
+
+Every failure to read one series becomes ``Skip`` with a short reason: ``missing`` (the
+cgroup or file does not exist: a container that went away between listing and reading),
+``unreadable`` (any other OS error), ``malformed`` (the text does not parse, or a value is
+negative). Nothing here writes, and nothing here decides what a missing source means for
+the collector as a whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from koordapi.cpuset import parse_cpuset
+from koordapi.errors import ModelError
+from koordlet.collectors.rates import Skip
+from koordlet.executor.cgroup import detect_version
+from koordlet.states.pods import KnownPod
+
+MISSING = "missing"
+UNREADABLE = "unreadable"
+MALFORMED = "malformed"
+NO_CGROUP_DIR = "no-cgroup-dir"
+
+UNLIMITED = -1
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        raise Skip(MISSING, str(path)) from None
+    except UnicodeDecodeError:
+        raise Skip(MALFORMED, f"{path}: not text") from None
+    except OSError as err:
+        raise Skip(UNREADABLE, f"{path}: {err.strerror or err}") from None
+
+
+def parse_int(text: str, where: str) -> int:
+    """A non-negative integer; anything else is ``malformed``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise Skip(MALFORMED, f"{where}: {text.strip()[:40]!r} is not an integer") from None
+    if value < 0:
+        raise Skip(MALFORMED, f"{where}: negative value {value}")
+    return value
+
+
+def parse_flat_keyed(text: str, where: str) -> dict[str, int]:
+    """ "key value" lines (cpu.stat, memory.stat) → {key: value}; one bad line spoils the file.
+
+    Strict on purpose: a truncated or garbled file must not yield a plausible-looking sum
+    built from the lines that happened to parse.
+    """
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise Skip(MALFORMED, f"{where}: line {line.strip()[:60]!r}")
+        out[parts[0]] = parse_int(parts[1], f"{where} {parts[0]}")
+    return out
+
+
+def require(stats: Mapping[str, int], keys: Iterable[str], where: str) -> list[int]:
+    values = []
+    for key in keys:
+        if key not in stats:
+            raise Skip(MALFORMED, f"{where}: no {key!r}")
+        values.append(stats[key])
+    return values
+
+
+@dataclass(frozen=True)
+class Target:
+    """One pod or container cgroup to read, with the labels its samples carry."""
+
+    level: str  # "pod" | "container": the metric prefix
+    key: tuple[str, ...]  # (pod uid,) or (pod uid, container id): the series' identity
+    labels: Mapping[str, str] = field(hash=False)
+    cgroup_dir: str  # relative to a hierarchy root
+
+
+def targets(pods: Iterable[KnownPod]) -> tuple[list[Target], int]:
+    """Pod and container cgroups of ``pods``, and how many had no cgroup directory.
+
+    An empty directory would resolve to the hierarchy root, i.e. the whole node: such a
+    pod or container is left out (and counted) rather than reported with the node's usage.
+    """
+    out: list[Target] = []
+    without_dir = 0
+    for pod in pods:
+        uid = pod.request.uid
+        pod_dir = pod.request.cgroup_dir.strip("/")
+        if pod_dir:
+            out.append(Target("pod", (uid,), {"pod_uid": uid}, pod_dir))
+        else:
+            without_dir += 1
+        for container in pod.containers.values():
+            if container.sandbox:
+                continue
+            container_dir = container.cgroup_dir.strip("/")
+            if not container_dir:
+                without_dir += 1
+                continue
+            labels = {"pod_uid": uid, "container_id": container.id}
+            out.append(Target("container", (uid, container.id), labels, container_dir))
+    return out, without_dir
+
+
+class CgroupFS:
+    """Read-only views of cgroup files under ``root`` (v1 with per-subsystem dirs, or v2).
+
+    The version is detected once, like the executor does; pass ``version`` to force it.
+    """
+
+    def __init__(self, root: Path = Path("/sys/fs/cgroup"), version: int | None = None) -> None:
+        self.root = root
+        self.version = detect_version(root) if version is None else version
+
+    def path(self, subsystem: str, cgroup: str, name: str) -> Path:
+        """v1: <root>/<subsystem>/<cgroup>/<name>; v2: <root>/<cgroup>/<name>."""
+        base = self.root / subsystem if self.version == 1 else self.root
+        return base / cgroup.strip("/") / name
+
+    def cpu_stat(self, cgroup: str) -> dict[str, int]:
+        """cpu.stat as numbers (v1: nr_periods, nr_throttled, ...; v2 also usage_usec)."""
+        path = self.path("cpu", cgroup, "cpu.stat")
+        return parse_flat_keyed(read_text(path), str(path))
+
+    def cpu_usage_ns(self, cgroup: str, stat: Mapping[str, int] | None = None) -> int:
+        """Cumulative CPU time in ns: cpuacct.usage (v1) or cpu.stat usage_usec * 1000 (v2).
+
+        On v2 a ``stat`` already read this pass is reused instead of reading cpu.stat again.
+        """
+        if self.version == 1:
+            path = self.path("cpuacct", cgroup, "cpuacct.usage")
+            return parse_int(read_text(path).strip(), str(path))
+        stats = self.cpu_stat(cgroup) if stat is None else stat
+        (usec,) = require(stats, ["usage_usec"], f"{cgroup}/cpu.stat")
+        return usec * 1000
+
+    def memory_stat(self, cgroup: str) -> dict[str, int]:
+        path = self.path("memory", cgroup, "memory.stat")
+        return parse_flat_keyed(read_text(path), str(path))
+
+    def cpuset(self, cgroup: str) -> frozenset[int] | None:
+        """The CPUs the cgroup may use; None on v2 when the cpuset controller is not enabled.
+
+        v2 reads cpuset.cpus.effective: cpuset.cpus is empty there unless set explicitly.
+        """
+        if self.version == 1:
+            path = self.path("cpuset", cgroup, "cpuset.cpus")
+        else:
+            path = self.path("cpuset", cgroup, "cpuset.cpus.effective")
+            if not path.exists() and (self.root / cgroup.strip("/")).is_dir():
+                return None
+        text = read_text(path)
+        try:
+            return parse_cpuset(text)
+        except ModelError as err:
+            raise Skip(MALFORMED, f"{path}: {err}") from None
+
+    def cfs_quota(self, cgroup: str) -> tuple[int, int]:
+        """(quota µs, period µs); quota is ``UNLIMITED`` (-1) for "max" / -1."""
+        if self.version == 1:
+            quota_path = self.path("cpu", cgroup, "cpu.cfs_quota_us")
+            period_path = self.path("cpu", cgroup, "cpu.cfs_period_us")
+            quota_text = read_text(quota_path).strip()
+            period = parse_int(read_text(period_path).strip(), str(period_path))
+            quota = UNLIMITED if quota_text == "-1" else parse_int(quota_text, str(quota_path))
+            return quota, period
+        path = self.path("cpu", cgroup, "cpu.max")
+        parts = read_text(path).split()
+        if len(parts) != 2:
+            raise Skip(MALFORMED, f"{path}: expected 'quota period', got {parts!r}")
+        quota = UNLIMITED if parts[0] == "max" else parse_int(parts[0], str(path))
+        return quota, parse_int(parts[1], str(path))
