@@ -65,6 +65,23 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="NodeSLO spec (YAML or JSON) with optional node inputs; reloaded on change",
     )
+    p.add_argument("--collect-res-used-interval", default="1s", type=duration)
+    p.add_argument("--psi-collector-interval", default="10s", type=duration)
+    p.add_argument("--cpi-collector-interval", default="60s", type=duration)
+    p.add_argument("--collect-cpi-timewindow", default="10s", type=duration)
+    p.add_argument(
+        "--tsdb-path",
+        default="/var/lib/koordlet/metric-data/",
+        help="metric cache folder; empty keeps metrics in memory",
+    )
+    p.add_argument("--tsdb-retention-duration", default="12h", type=duration)
+    p.add_argument("--tsdb-max-bytes", default=100 << 20, type=int)
+    p.add_argument(
+        "--node-metric-file",
+        default="/var/lib/koordlet/nodemetric.json",
+        help="where the NodeMetric report is written in standalone mode; empty: nowhere",
+    )
+    p.add_argument("--node-metric-report-interval", default="60s", type=duration)
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -90,6 +107,15 @@ def config_from_args(args: argparse.Namespace) -> Config:
         node_slo_file=Path(args.node_slo_file) if args.node_slo_file else None,
         disable_unset_cpu_quota=args.disable_unset_cpu_quota == "true",
         hami_core_library=args.hami_core_library_directory_path,
+        collect_interval=args.collect_res_used_interval,
+        psi_interval=args.psi_collector_interval,
+        cpi_interval=args.cpi_collector_interval,
+        cpi_window=args.collect_cpi_timewindow,
+        tsdb_path=Path(args.tsdb_path) if args.tsdb_path else None,
+        tsdb_retention=args.tsdb_retention_duration,
+        tsdb_max_bytes=args.tsdb_max_bytes,
+        node_metric_file=Path(args.node_metric_file) if args.node_metric_file else None,
+        node_metric_interval=args.node_metric_report_interval,
     )
 
 

@@ -9,25 +9,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import signal
 import socket
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-from prometheus_client import start_http_server
+from typing import Any
 
 from koordapi.features import FeatureGates
 from koordlet.applying import Applier
+from koordlet.collectors.base import Collector, CollectorRunner
+from koordlet.collectors.be import BECollector
+from koordlet.collectors.cpi import CPICollector
+from koordlet.collectors.gpu import GPUCollector
+from koordlet.collectors.network import NetworkCollector
+from koordlet.collectors.node import NodeCollector
+from koordlet.collectors.pods import PodCollector
+from koordlet.collectors.psi import PSICollector
+from koordlet.collectors.rdma import RDMACollector
+from koordlet.collectors.system import SystemCollector
 from koordlet.executor import Executor, WriteResult
 from koordlet.executor.resctrl import RESCTRL_ROOT, Resctrl
 from koordlet.hookserver import HookServer
-from koordlet.metrics import KoordletMetrics
+from koordlet.metriccache import MetricCache
+from koordlet.metrics import HealthCollector, KoordletMetrics
 from koordlet.reconciling import Reconciler
+from koordlet.server import StatusServer
 from koordlet.states.nodeconfig import NodeConfigFile
 from koordlet.states.pods import PodStore
 from koordlet.states.snapshot import build_rules
 from koordlet.states.topology import detect_kernel, read_topology
+from koordlet.views import KoordletViews
 from nri_plugin import Stub
 from runtimehooks import HOOKS
 from runtimehooks.registry import FailurePolicy
@@ -59,6 +72,15 @@ class Config:
     node_slo_file: Path | None = None
     disable_unset_cpu_quota: bool = False
     hami_core_library: str = DEFAULT_HAMI_CORE_LIBRARY
+    collect_interval: float = 1.0  # --collect-res-used-interval
+    psi_interval: float = 10.0
+    cpi_interval: float = 60.0
+    cpi_window: float = 10.0
+    tsdb_path: Path | None = Path("/var/lib/koordlet/metric-data/")  # None: in memory
+    tsdb_retention: float = 12 * 3600.0
+    tsdb_max_bytes: int = 100 << 20
+    node_metric_file: Path | None = Path("/var/lib/koordlet/nodemetric.json")
+    node_metric_interval: float = 60.0
 
     @property
     def nri_socket(self) -> Path:
@@ -103,10 +125,79 @@ class Koordlet:
             on_container_started=self.reconciler.reconcile_container_now,
             on_synchronized=self.reconciler.wake,
         )
+        self.cache = MetricCache(
+            config.tsdb_path / "metrics.db" if config.tsdb_path else None,
+            retention_seconds=config.tsdb_retention,
+            max_bytes=config.tsdb_max_bytes,
+        )
+        self.rdma = (
+            RDMACollector(config.sys_root) if config.feature_gates.enabled("RDMADevices") else None
+        )
+        self.collectors = CollectorRunner(self._collectors(), self.cache)
+        self.metrics.registry.register(
+            HealthCollector(config.node_name, self.collectors, self.cache, self.pods)
+        )
+        self.views = KoordletViews(
+            node_name=config.node_name,
+            pods=self.pods,
+            cache=self.cache,
+            executor=self.executor,
+            topology=self.topology,
+            kernel=self.kernel,
+            health=self._collector_health,
+        )
         self.stub: Stub | None = None
         mechanism = self.kernel.group_identity_mechanism
         self.metrics.group_identity.labels(config.node_name, mechanism).set(1)
         self._report_start()
+
+    def _collectors(self) -> list[Collector]:
+        """The collectors this configuration turns on, each on its own interval."""
+        c, gates, pods = self.config, self.config.feature_gates, self.pods.snapshot
+        found: list[Collector] = [
+            NodeCollector(c.proc_root, c.sys_root, interval=c.collect_interval),
+            PodCollector(pods, c.cgroup_root, interval=c.collect_interval),
+            BECollector(pods, c.cgroup_root, c.sys_root, interval=c.collect_interval),
+            SystemCollector(self.cache, interval=c.collect_interval),
+            NetworkCollector(
+                pods, proc_root=c.proc_root, cgroup_root=c.cgroup_root, interval=c.collect_interval
+            ),
+        ]
+        if gates.enabled("PSICollector"):
+            found.append(PSICollector(pods, c.cgroup_root, c.proc_root, interval=c.psi_interval))
+        if gates.enabled("CPICollector"):
+            found.append(
+                CPICollector(
+                    pods, c.cgroup_root, c.sys_root, interval=c.cpi_interval, window=c.cpi_window
+                )
+            )
+        if gates.enabled("Accelerators"):
+            found.append(GPUCollector(pods, cgroup_root=c.cgroup_root, interval=c.collect_interval))
+        if self.rdma is not None:
+            found.append(self.rdma)
+        return found
+
+    def _collector_health(self) -> dict[str, Any]:
+        return {name: asdict(h) for name, h in self.collectors.health.items()}
+
+    async def report_node_metric(self) -> None:
+        """Write the NodeMetric report (standalone mode's stand-in for the custom resource)."""
+        path = self.config.node_metric_file
+        while path is not None:
+            await asyncio.sleep(self.config.node_metric_interval)
+            try:
+                status = await asyncio.to_thread(self.views.node_metric)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(json.dumps({"status": status}, indent=2))
+                tmp.replace(path)  # readers never see half a file
+            except OSError as err:
+                log.warning("cannot write the NodeMetric report %s: %s", path, err)
+
+    async def expire_metrics(self) -> None:
+        while True:
+            await asyncio.sleep(300)
+            await asyncio.to_thread(self.cache.expire)
 
     def _report_start(self) -> None:
         k = self.kernel
@@ -135,9 +226,7 @@ class Koordlet:
     def _count_write(self, result: WriteResult) -> None:
         node, res, status = self.config.node_name, result.write.resource, result.status.value
         self.metrics.resource_updates.labels(node, res, status).inc()
-        self.metrics.resource_update_duration.labels(node, res, status).observe(
-            result.seconds * 1000
-        )
+        self.metrics.resource_update_duration.labels(node, res, status).observe(result.seconds)
 
     def rules(self) -> Rules:
         """The current snapshot, rebuilt when the node config or the pinned pods changed."""
@@ -174,13 +263,18 @@ class Koordlet:
 
     async def run(self) -> None:
         config = self.config
+        server = None
         if config.metrics_addr:
             host, port = split_addr(config.metrics_addr)
-            start_http_server(port, host or "0.0.0.0", registry=self.metrics.registry)  # noqa: S104
-            log.info("serving metrics on %s", config.metrics_addr)
+            server = StatusServer(host or "0.0.0.0", port, self.metrics.registry, self.views)  # noqa: S104
+            server.start()
+            log.info("serving metrics and the status API on %s", config.metrics_addr)
         tasks = [
             asyncio.create_task(self.reconciler.run()),
             asyncio.create_task(self.watch_config()),
+            asyncio.create_task(self.collectors.run()),
+            asyncio.create_task(self.report_node_metric()),
+            asyncio.create_task(self.expire_metrics()),
         ]
         if config.nri_enabled:
             self.stub = Stub(
@@ -205,4 +299,7 @@ class Koordlet:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*tasks, return_exceptions=True)
+        if server is not None:
+            server.stop()
         self.applier.close()
+        self.cache.close()

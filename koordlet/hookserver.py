@@ -79,9 +79,7 @@ class HookServer:
         failed = {f.hook for f in outcome.failures}
         for hook, seconds in outcome.timings.items():
             status = "failed" if hook in failed else "succeeded"
-            self.metrics.hook_duration.labels(node, hook, stage.value, status).observe(
-                seconds * 1000
-            )
+            self.metrics.hook_duration.labels(node, hook, stage.value, status).observe(seconds)
         for failure in outcome.failures:
             cause = failure_cause(failure.error)
             self.metrics.hook_failures.labels(node, failure.hook, cause).inc()

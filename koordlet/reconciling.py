@@ -180,7 +180,7 @@ class Reconciler:
             log.debug("reconcile: hook %s for %s: %s", failure.hook, subject, failure.error)
 
     def _observe(self, level: str, resource: str, start: float, status: str) -> None:
-        ms = (time.perf_counter() - start) * 1000
+        seconds = time.perf_counter() - start
         self.metrics.reconcile_duration.labels(self.metrics.node, level, resource, status).observe(
-            ms
+            seconds
         )

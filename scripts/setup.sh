@@ -153,6 +153,21 @@ generate_cri_stubs() {
     echo "$stamp" >"$out/stamp"
 }
 
+# promtool (Debian's prometheus package, extracted, not installed): checks /metrics in the tests.
+fetch_promtool() {
+    local out="$CACHE/prometheus"
+    [ -x "$out/usr/bin/promtool" ] && return 0
+    step "downloading promtool (Debian package prometheus)"
+    rm -rf "$out" "$CACHE/debs-prometheus"
+    mkdir -p "$CACHE/debs-prometheus"
+    (cd "$CACHE/debs-prometheus" && apt-get download prometheus >/dev/null 2>&1) \
+        || { apt-get update -qq >/dev/null 2>&1; (cd "$CACHE/debs-prometheus" && apt-get download prometheus >/dev/null 2>&1); } \
+        || die "could not download the prometheus package (for promtool) from the Debian mirror"
+    dpkg-deb -x "$CACHE"/debs-prometheus/prometheus_*.deb "$out"
+    rm -rf "$CACHE/debs-prometheus"
+    "$out/usr/bin/promtool" --version >/dev/null 2>&1 || die "the extracted promtool does not run"
+}
+
 build_images() {
     local out="$CACHE/images" stamp
     stamp="$(sha256sum /bin/busybox | cut -d' ' -f1) $(sha256sum "$ROOT/tests/e2e/harness/images.py" | cut -d' ' -f1)"
@@ -171,4 +186,5 @@ apt_install runc busybox-static ca-certificates
 fetch_trixie_packages
 make_venv
 generate_cri_stubs
+fetch_promtool
 build_images

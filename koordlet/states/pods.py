@@ -121,6 +121,10 @@ class PodStore:
         self.generation += 1
         return request
 
+    def snapshot(self) -> list[KnownPod]:
+        """Copies of the known pods, safe to read from another thread (the collectors')."""
+        return [KnownPod(k.request, dict(k.containers)) for k in list(self._pods.values())]
+
     def pod(self, pod_id: str) -> KnownPod | None:
         return self._pods.get(pod_id)
 

@@ -52,6 +52,12 @@ class KoordletProcess:
             f"127.0.0.1:{self.port}",
             "--runtime-hooks-reconcile-interval",
             interval,
+            "--tsdb-path",
+            str(base / "metric-data"),
+            "--node-metric-file",
+            str(base / "nodemetric.json"),
+            "--node-metric-report-interval",
+            "2s",
             *args,
         ]
         self.proc: subprocess.Popen[bytes] | None = None

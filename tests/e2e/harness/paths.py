@@ -20,6 +20,7 @@ UPSTREAM_SRC = CACHE / "upstream" / "usr" / "share" / "gocode" / "src" / "github
 UPSTREAM_NRI_PROTO = UPSTREAM_SRC / "nri" / "pkg" / "api" / "api.proto"
 UPSTREAM_TTRPC_DIR = UPSTREAM_SRC / "ttrpc"
 RUNC = Path("/usr/sbin/runc")
+PROMTOOL = CACHE / "prometheus" / "usr" / "bin" / "promtool"
 
 SETUP_HINT = "run `make test` or scripts/setup.sh first"
 

@@ -1,0 +1,92 @@
+"""koordlet's collectors on the real node: a busy container shows up, attributed to its pod."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from koordapi import keys
+from koordlet import ctl
+from tests.e2e.harness import paths
+from tests.e2e.harness.cri import ContainerSpec, PodSpec
+from tests.e2e.harness.koordlet import KoordletProcess
+from tests.e2e.harness.node import Node
+
+BUSY_LOOP = ["/bin/sh", "-c", "while :; do :; done"]
+
+
+@pytest.fixture
+def koordlet(node: Node) -> Iterator[KoordletProcess]:
+    with KoordletProcess(node, args=("--collect-res-used-interval", "1s")) as running:
+        yield running
+
+
+def pod_usage(koordlet: KoordletProcess, uid: str) -> dict[str, Any] | None:
+    pods = ctl.fetch(f"127.0.0.1:{koordlet.port}", "/api/v1/pods")
+    return next((p for p in pods if p["uid"] == uid), None)
+
+
+def test_a_busy_container_shows_in_koordctl_and_metrics_with_its_pod(
+    node: Node, koordlet: KoordletProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    busy = PodSpec.new(name="busy", qos="burstable", labels={keys.LABEL_QOS_CLASS: "LS"})
+    idle = PodSpec.new(name="idle", qos="burstable", labels={keys.LABEL_QOS_CLASS: "LS"})
+    busy_id = node.run_pod(busy)
+    node.run_container(busy_id, ContainerSpec("spin", command=BUSY_LOOP))
+    node.run_container(node.run_pod(idle), ContainerSpec("sleep"))
+
+    def busy_cpu() -> float:
+        found = pod_usage(koordlet, busy.uid)
+        return (found or {}).get("usage", {}).get("cpu") or 0.0
+
+    koordlet.wait_until(lambda: busy_cpu() > 0.5, timeout=20, what="busy pod above 0.5 core")
+
+    busy_pod = pod_usage(koordlet, busy.uid)
+    idle_pod = pod_usage(koordlet, idle.uid)
+    assert busy_pod is not None and idle_pod is not None
+    assert busy_pod["qos"] == "LS"
+    (spin,) = [c for c in busy_pod["containers"] if c["name"] == "spin"]
+    assert spin["usage"]["cpu"] > 0.5  # the container, not just the pod
+    assert (idle_pod["usage"]["cpu"] or 0.0) < 0.1
+    assert koordlet.metric("koordlet_pod_used_cpu_cores", pod_uid=busy.uid) > 0.5
+    assert koordlet.metric("koordlet_node_used_cpu_cores") > 0.5
+    assert koordlet.metric("koordlet_collector_up", collector="pods") == 1
+
+    assert ctl.main(["pods", "--addr", f"127.0.0.1:{koordlet.port}"]) == 0
+    assert f"default/{busy.name}" in capsys.readouterr().out
+    assert ctl.main(["top", "--once", "--addr", f"127.0.0.1:{koordlet.port}"]) == 0
+    top = capsys.readouterr().out
+    busy_row = next(line for line in top.splitlines() if f"default/{busy.name}" in line)
+    assert float(busy_row.split()[2]) > 0.5
+
+
+def test_the_node_metric_report_is_written_in_standalone_mode(
+    node: Node, koordlet: KoordletProcess
+) -> None:
+    report = Path(node.containerd.layout.base) / "nodemetric.json"
+    koordlet.wait_until(report.exists, timeout=10, what="NodeMetric report")
+    time.sleep(2.5)  # one more report with samples in it
+    status = json.loads(report.read_text())["status"]
+    assert set(status) >= {"updateTime", "nodeMetric", "podsMetric"}
+    assert status["nodeMetric"]["nodeUsage"]["resources"]["cpu"].endswith("m")
+
+
+def test_metrics_pass_promtool(koordlet: KoordletProcess) -> None:
+    promtool = paths.require(paths.PROMTOOL, "promtool")
+    koordlet.wait_until(lambda: koordlet.metric("koordlet_collector_up", collector="node") == 1)
+    text = koordlet.metrics_text()
+    result = subprocess.run(
+        [str(promtool), "check", "metrics"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
