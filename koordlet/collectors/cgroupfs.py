@@ -14,7 +14,7 @@ the collector as a whole.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -185,3 +185,27 @@ class CgroupFS:
             raise Skip(MALFORMED, f"{path}: expected 'quota period', got {parts!r}")
         quota = UNLIMITED if parts[0] == "max" else parse_int(parts[0], str(path))
         return quota, parse_int(parts[1], str(path))
+
+
+PidsOf = Callable[[str], list[int]]  # a cgroup directory (relative to a hierarchy root) → pids
+
+
+class CgroupProcs:
+    """Pids in a cgroup directory: its cgroup.procs in the cpu hierarchy (v1) or unified (v2).
+
+    [] when the cgroup is gone or unreadable: a container that exited between listing and
+    reading simply has no processes left to attribute.
+    """
+
+    def __init__(self, cgroup_root: Path) -> None:
+        self.root = cgroup_root
+        self._fs: CgroupFS | None = None  # the version is detected on first use, not at build
+
+    def __call__(self, cgroup_dir: str) -> list[int]:
+        if self._fs is None:
+            self._fs = CgroupFS(self.root)
+        try:
+            text = read_text(self._fs.path("cpu", cgroup_dir, "cgroup.procs"))
+        except Skip:
+            return []
+        return [int(p) for p in text.split() if p.isdigit()]

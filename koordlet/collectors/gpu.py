@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import ClassVar, Protocol, cast
 
 from koordlet.collectors.base import CollectorUnavailable
-from koordlet.collectors.cgroupfs import CgroupFS, read_text
-from koordlet.collectors.rates import Skip
+from koordlet.collectors.cgroupfs import CgroupProcs, PidsOf
 from koordlet.metriccache import Sample
 from koordlet.states.pods import KnownPod
 
@@ -45,8 +44,6 @@ INSTALL_HINT = "pynvml not installed: pip install 'koordinator-py[gpu]'"
 # Reasons counted in ``skipped``.
 NVML_ERROR = "nvml-error"  # one device failed a call this pass (the message is logged)
 MEMORY_NOT_AVAILABLE = "gpu-memory-not-available"  # NVML had no usedGpuMemory for a process
-
-PidsOf = Callable[[str], list[int]]  # a cgroup directory (relative to a hierarchy root) → pids
 
 
 class MemoryInfo(Protocol):
@@ -128,27 +125,6 @@ def init_nvml(nvml: NVML) -> None:
         nvml.nvmlInit()
     except nvml.NVMLError as err:
         raise CollectorUnavailable(f"NVML init failed: {err}") from err
-
-
-class CgroupProcs:
-    """Pids in a cgroup directory: its cgroup.procs in the cpu hierarchy (v1) or unified (v2).
-
-    [] when the cgroup is gone or unreadable: a container that exited between listing and
-    reading simply has no processes left to attribute.
-    """
-
-    def __init__(self, cgroup_root: Path) -> None:
-        self.root = cgroup_root
-        self._fs: CgroupFS | None = None  # the version is detected on first use, not at build
-
-    def __call__(self, cgroup_dir: str) -> list[int]:
-        if self._fs is None:
-            self._fs = CgroupFS(self.root)
-        try:
-            text = read_text(self._fs.path("cpu", cgroup_dir, "cgroup.procs"))
-        except Skip:
-            return []
-        return [int(p) for p in text.split() if p.isdigit()]
 
 
 @dataclass(frozen=True)

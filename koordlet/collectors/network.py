@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from pyroute2 import IPRoute  # type: ignore[import-untyped]
 
 from koordlet.collectors.base import CollectorUnavailable
-from koordlet.collectors.gpu import CgroupProcs, PidsOf
+from koordlet.collectors.cgroupfs import CgroupProcs, PidsOf
 from koordlet.collectors.rates import Counters, Skip
 from koordlet.metriccache import Sample
 from koordlet.states.pods import KnownPod

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from koordlet.collectors.base import Collector, CollectorRunner, CollectorUnavailable
+from koordlet.collectors.cgroupfs import CgroupProcs
 from koordlet.collectors.gpu import (
     INSTALL_HINT,
     MEMORY_NOT_AVAILABLE,
     NVML_ERROR,
-    CgroupProcs,
     GPUCollector,
     GPUDevice,
     gpu_inventory,

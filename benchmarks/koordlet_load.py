@@ -1,0 +1,74 @@
+"""koordlet's own CPU and memory with many real containers (collectors every second, the
+reconciler every 10 s), on the private containerd. Prints one JSON line; nothing is asserted.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/koordlet_load.py -n 200 --seconds 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from koordapi import keys
+from tests.e2e.harness.cri import ContainerSpec, PodSpec
+from tests.e2e.harness.koordlet import KoordletProcess
+from tests.e2e.harness.node import Node
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", "--containers", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=60)
+    args = parser.parse_args()
+    node = Node.start()
+    result: dict[str, object] = {"benchmark": "koordlet_load", "containers": args.containers}
+    try:
+        with KoordletProcess(
+            node, args=("--collect-res-used-interval", "1s"), interval="10s"
+        ) as koordlet:
+            assert koordlet.proc is not None
+            pid = koordlet.proc.pid
+            t0 = time.time()
+            for i in range(args.containers):
+                qos, label = ("besteffort", "BE") if i % 2 else ("burstable", "LS")
+                pod_id = node.run_pod(PodSpec.new(qos=qos, labels={keys.LABEL_QOS_CLASS: label}))
+                node.run_container(pod_id, ContainerSpec("app", cpu_shares=64))
+            result["create_seconds"] = round(time.time() - t0, 1)
+            time.sleep(15)  # settle: every container seen by the collectors and the reconciler
+            cpu0, wall0 = cpu_seconds(pid), time.monotonic()
+            time.sleep(args.seconds)
+            cpu1, wall1 = cpu_seconds(pid), time.monotonic()
+            result["cpu_percent_of_one_core"] = round(100 * (cpu1 - cpu0) / (wall1 - wall0), 2)
+            result["rss_mib"] = round(rss_bytes(pid) / (1 << 20), 1)
+            url = f"http://127.0.0.1:{koordlet.port}/api/v1/node"
+            with urllib.request.urlopen(url, timeout=10) as response:
+                health = json.loads(response.read())["collectors"]
+            result["collector_pass_ms"] = {
+                k: round(v["seconds"] * 1000, 1) for k, v in health.items()
+            }
+            result["known_pods"] = koordlet.metric("koordlet_known_pods")
+    finally:
+        result["teardown_problems"] = node.teardown()
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
