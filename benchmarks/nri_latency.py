@@ -141,7 +141,7 @@ def run_block(node: Node, mode: Mode, trials: int, out_dir: Path) -> None:
             proc = subprocess.Popen(
                 mode.command,
                 stdout=out,
-                stderr=subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,  # plugin logs beside its timings: JSON lines are picked
                 env=dict(os.environ, PYTHONPATH=str(paths.REPO_ROOT)),
             )
         mode.connects += 1

@@ -14,6 +14,7 @@ the collector as a whole.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +31,23 @@ MALFORMED = "malformed"
 NO_CGROUP_DIR = "no-cgroup-dir"
 
 UNLIMITED = -1
+READ_SIZE = 1 << 16
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path | str) -> str:
+    """A whole (small) kernel file; os-level calls, as this runs for every cgroup every pass."""
     try:
-        return path.read_text()
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            data = os.read(fd, READ_SIZE)
+            if len(data) == READ_SIZE:  # rare: a file larger than one read
+                chunks = [data]
+                while chunk := os.read(fd, READ_SIZE):
+                    chunks.append(chunk)
+                data = b"".join(chunks)
+        finally:
+            os.close(fd)
+        return data.decode()
     except (FileNotFoundError, NotADirectoryError):
         raise Skip(MISSING, str(path)) from None
     except UnicodeDecodeError:
@@ -61,13 +74,16 @@ def parse_flat_keyed(text: str, where: str) -> dict[str, int]:
     built from the lines that happened to parse.
     """
     out: dict[str, int] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split()
-        if len(parts) != 2:
-            raise Skip(MALFORMED, f"{where}: line {line.strip()[:60]!r}")
-        out[parts[0]] = parse_int(parts[1], f"{where} {parts[0]}")
+    try:
+        for line in text.split("\n"):
+            if line:
+                key, value = line.split()
+                out[key] = int(value)
+    except ValueError:
+        raise Skip(MALFORMED, f"{where}: line {line.strip()[:60]!r}") from None
+    if out and min(out.values()) < 0:
+        bad = next(k for k, v in out.items() if v < 0)
+        raise Skip(MALFORMED, f"{where} {bad}: negative value {out[bad]}")
     return out
 
 
@@ -126,16 +142,27 @@ class CgroupFS:
     def __init__(self, root: Path = Path("/sys/fs/cgroup"), version: int | None = None) -> None:
         self.root = root
         self.version = detect_version(root) if version is None else version
+        self._root_text = str(root).rstrip("/")
 
     def path(self, subsystem: str, cgroup: str, name: str) -> Path:
         """v1: <root>/<subsystem>/<cgroup>/<name>; v2: <root>/<cgroup>/<name>."""
-        base = self.root / subsystem if self.version == 1 else self.root
-        return base / cgroup.strip("/") / name
+        return Path(self.file(subsystem, cgroup, name))
+
+    def file(self, subsystem: str, cgroup: str, name: str) -> str:
+        """``path`` as a string, built without pathlib (this runs for every file every pass)."""
+        rel = cgroup.strip("/")
+        if self.version == 1:
+            return (
+                f"{self._root_text}/{subsystem}/{rel}/{name}"
+                if rel
+                else f"{self._root_text}/{subsystem}/{name}"
+            )
+        return f"{self._root_text}/{rel}/{name}" if rel else f"{self._root_text}/{name}"
 
     def cpu_stat(self, cgroup: str) -> dict[str, int]:
         """cpu.stat as numbers (v1: nr_periods, nr_throttled, ...; v2 also usage_usec)."""
-        path = self.path("cpu", cgroup, "cpu.stat")
-        return parse_flat_keyed(read_text(path), str(path))
+        path = self.file("cpu", cgroup, "cpu.stat")
+        return parse_flat_keyed(read_text(path), path)
 
     def cpu_usage_ns(self, cgroup: str, stat: Mapping[str, int] | None = None) -> int:
         """Cumulative CPU time in ns: cpuacct.usage (v1) or cpu.stat usage_usec * 1000 (v2).
@@ -143,15 +170,15 @@ class CgroupFS:
         On v2 a ``stat`` already read this pass is reused instead of reading cpu.stat again.
         """
         if self.version == 1:
-            path = self.path("cpuacct", cgroup, "cpuacct.usage")
-            return parse_int(read_text(path).strip(), str(path))
+            path = self.file("cpuacct", cgroup, "cpuacct.usage")
+            return parse_int(read_text(path).strip(), path)
         stats = self.cpu_stat(cgroup) if stat is None else stat
         (usec,) = require(stats, ["usage_usec"], f"{cgroup}/cpu.stat")
         return usec * 1000
 
     def memory_stat(self, cgroup: str) -> dict[str, int]:
-        path = self.path("memory", cgroup, "memory.stat")
-        return parse_flat_keyed(read_text(path), str(path))
+        path = self.file("memory", cgroup, "memory.stat")
+        return parse_flat_keyed(read_text(path), path)
 
     def cpuset(self, cgroup: str) -> frozenset[int] | None:
         """The CPUs the cgroup may use; None on v2 when the cpuset controller is not enabled.

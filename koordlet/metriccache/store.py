@@ -80,8 +80,16 @@ def percentile(ordered: list[float], p: float) -> float:
     return ordered[index]
 
 
-def label_key(labels: Mapping[str, str]) -> str:
-    return json.dumps(dict(sorted(labels.items())), separators=(",", ":"))
+LabelKey = tuple[tuple[str, str], ...]
+
+
+def label_key(labels: Mapping[str, str]) -> LabelKey:
+    return tuple(sorted(labels.items()))
+
+
+def label_text(key: LabelKey) -> str:
+    """How a series' labels are stored in the database."""
+    return json.dumps(dict(key), separators=(",", ":"))
 
 
 class MetricCache:
@@ -101,7 +109,7 @@ class MetricCache:
             path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path) if path else ":memory:", check_same_thread=False)
         self._lock = threading.Lock()
-        self._series: dict[tuple[str, str], int] = {}
+        self._series: dict[tuple[str, LabelKey], int] = {}
         with self._lock:
             # Freed pages go back to the file system on incremental_vacuum, so the size cap can
             # be met without a full VACUUM (must be set before the first table exists).
@@ -112,7 +120,7 @@ class MetricCache:
             self._db.execute("PRAGMA cache_size=-2048")  # 2 MiB of page cache at most
             self._db.executescript(_SCHEMA)
             for sid, name, labels in self._db.execute("SELECT id, name, labels FROM series"):
-                self._series[(name, labels)] = sid
+                self._series[(name, label_key(json.loads(labels)))] = sid
         self.kv: dict[str, object] = {}  # node info and the like: latest value only
 
     def close(self) -> None:
@@ -125,14 +133,15 @@ class MetricCache:
         key = (name, label_key(labels))
         sid = self._series.get(key)
         if sid is None:
+            row_key = (name, label_text(key[1]))
             cursor = self._db.execute(
-                "INSERT OR IGNORE INTO series (name, labels) VALUES (?, ?)", key
+                "INSERT OR IGNORE INTO series (name, labels) VALUES (?, ?)", row_key
             )
             if cursor.lastrowid and cursor.rowcount:
                 sid = int(cursor.lastrowid)
             else:
                 row = self._db.execute(
-                    "SELECT id FROM series WHERE name = ? AND labels = ?", key
+                    "SELECT id FROM series WHERE name = ? AND labels = ?", row_key
                 ).fetchone()
                 sid = int(row[0])
             self._series[key] = sid
@@ -237,7 +246,7 @@ class MetricCache:
         """Known series (optionally of one metric), as (name, labels)."""
         with self._lock:
             keys = list(self._series)
-        return [(n, json.loads(lab)) for n, lab in keys if name is None or n == name]
+        return [(n, dict(lab)) for n, lab in keys if name is None or n == name]
 
     def drop_series(self, name: str, labels: Mapping[str, str]) -> None:
         """Forget a series and its samples (a pod that is gone)."""
