@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 
 from koordapi import keys
+from koordlet import ctl
 from tests.e2e.harness.cgroups import CgroupValues, allowed_cpus
 from tests.e2e.harness.containerd import ContainerdError
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
@@ -68,7 +69,7 @@ def samples() -> list[Sample]:
             "BE",
             "besteffort",
             {keys.ANNOTATION_EXTENDED_RESOURCE_SPEC: json.dumps(batch)},
-            ContainerSpec("batch", cpu_shares=2),
+            ContainerSpec("batch", cpu_shares=2, command=["/bin/sh", "-c", "while :; do :; done"]),
         ),
     ]
 
@@ -148,12 +149,18 @@ def main() -> int:
                 print(row([sample.qos_class, name, "asked", *requested(sample.container)]))
                 print(row(["", "", "container", *actual(node.container_values(pod_id, cid))]))
                 print(row(["", "", "pod", *actual(node.pod_values(pod_id))]))
-            print(f"\ndemo: koordlet metrics on http://127.0.0.1:{koordlet.port}/metrics, e.g.")
+            addr = f"127.0.0.1:{koordlet.port}"
+            koordlet.wait_until(
+                lambda: koordlet.metric("koordlet_pod_used_cpu_cores") > 0.5,
+                timeout=20,
+                what="the busy BE container in the metrics",
+            )
+            print(f"\ndemo: koordctl top --once --addr {addr}   (the BE container spins)\n")
+            ctl.main(["top", "--once", "--addr", addr])
+            print(f"\ndemo: koordlet metrics on http://{addr}/metrics, e.g.")
             for line in koordlet.metrics_text().splitlines():
-                if (
-                    line.startswith("koordlet_resource_updates_total")
-                    and 'status="applied"' in line
-                ):
+                applied = 'status="applied"' in line
+                if line.startswith("koordlet_resource_updates_total") and applied:
                     print(f"  {line}")
     finally:
         problems = node.teardown()

@@ -87,6 +87,22 @@ def parse_flat_keyed(text: str, where: str) -> dict[str, int]:
     return out
 
 
+def parse_keys(text: str, keys: frozenset[str], where: str) -> dict[str, int]:
+    """Like ``parse_flat_keyed`` for the lines named in ``keys`` only; those must be sound."""
+    out: dict[str, int] = {}
+    for line in text.split("\n"):
+        key, _, value = line.partition(" ")
+        if key in keys:
+            try:
+                number = int(value)
+            except ValueError:
+                raise Skip(MALFORMED, f"{where}: line {line.strip()[:60]!r}") from None
+            if number < 0:
+                raise Skip(MALFORMED, f"{where} {key}: negative value {number}")
+            out[key] = number
+    return out
+
+
 def require(stats: Mapping[str, int], keys: Iterable[str], where: str) -> list[int]:
     values = []
     for key in keys:
@@ -176,9 +192,12 @@ class CgroupFS:
         (usec,) = require(stats, ["usage_usec"], f"{cgroup}/cpu.stat")
         return usec * 1000
 
-    def memory_stat(self, cgroup: str) -> dict[str, int]:
+    def memory_stat(self, cgroup: str, keys: frozenset[str] | None = None) -> dict[str, int]:
+        """memory.stat as numbers; with ``keys``, only those lines are parsed (a v1
+        memory.stat has some 36 lines and is read for every cgroup every second)."""
         path = self.file("memory", cgroup, "memory.stat")
-        return parse_flat_keyed(read_text(path), path)
+        text = read_text(path)
+        return parse_flat_keyed(text, path) if keys is None else parse_keys(text, keys, path)
 
     def cpuset(self, cgroup: str) -> frozenset[int] | None:
         """The CPUs the cgroup may use; None on v2 when the cpuset controller is not enabled.

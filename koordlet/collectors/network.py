@@ -155,6 +155,9 @@ class NetworkCollector:
         self._host_netns = host_netns  # None: koordlet's own, read on the first pass
         self._links: Counters[tuple[str, int]] = Counters()
         self._pods: Counters[tuple[str, int]] = Counters()  # (pod uid, netns inode)
+        # Pod uid → (pid, netns inode) found last time: while that process is still in that
+        # namespace (one readlink tells), the pod's cgroups need not be searched again.
+        self._netns: dict[str, tuple[int, int]] = {}
 
     def close(self) -> None:
         if self._netlink is not None:
@@ -220,16 +223,27 @@ class NetworkCollector:
             return []
         samples: list[Sample] = []
         live: set[tuple[str, int]] = set()
+        seen: set[str] = set()
         for pod in self.pods():
-            found = self._pod_netns(pod)
-            if found is None or found[1] == host:
-                continue  # no process yet (or any more), or the host network
+            uid = pod.request.uid
+            seen.add(uid)
+            found = self._netns.get(uid)
+            if (
+                found is None
+                or netns_inode(self.proc_root / str(found[0]) / "ns" / "net") != found[1]
+            ):
+                found = self._pod_netns(pod)
+                if found is None:
+                    self._netns.pop(uid, None)
+                    continue  # no process yet (or any more)
+                self._netns[uid] = found
+            if found[1] == host:
+                continue  # the host network: its traffic is the node's
             pid, inode = found
             try:
                 text = (self.proc_root / str(pid) / "net" / "dev").read_text()
             except OSError:
                 continue  # the process exited between the two reads
-            uid = pod.request.uid
             key = (uid, inode)  # a new sandbox brings a new namespace: a new series baseline
             live.add(key)
             try:
@@ -249,4 +263,5 @@ class NetworkCollector:
                     Sample("pod_network_transmit_bytes_rate", labels, now, delta.per_second(1))
                 )
         self._pods.retain(lambda key: key in live)
+        self._netns = {uid: v for uid, v in self._netns.items() if uid in seen}
         return samples

@@ -59,6 +59,7 @@ class PodCollector:
     ) -> None:
         self.pods = pods
         self.cgroups = CgroupFS(cgroup_root, cgroup_version)
+        self._memory_keys = frozenset(k for ks in _MEMORY_KEYS[self.cgroups.version] for k in ks)
         self.interval = interval
         self.skipped: Counter[str] = Counter()
         # (what, *series key): ("cpu", uid), ("throttle", uid, container id), ...
@@ -121,7 +122,7 @@ class PodCollector:
 
     def _memory(self, target: Target, now: float) -> list[Sample]:
         try:
-            stat = self.cgroups.memory_stat(target.cgroup_dir)
+            stat = self.cgroups.memory_stat(target.cgroup_dir, self._memory_keys)
             usage, with_cache = memory_usage(
                 stat, self.cgroups.version, f"{target.cgroup_dir}/memory.stat"
             )

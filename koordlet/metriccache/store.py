@@ -110,6 +110,9 @@ class MetricCache:
         self._db = sqlite3.connect(str(path) if path else ":memory:", check_same_thread=False)
         self._lock = threading.Lock()
         self._series: dict[tuple[str, LabelKey], int] = {}
+        # The newest sample of every series, kept in memory: "last within 2 x interval" is
+        # the QoS manager's and the status API's most frequent question.
+        self._latest: dict[tuple[str, LabelKey], tuple[float, float]] = {}
         with self._lock:
             # Freed pages go back to the file system on incremental_vacuum, so the size cap can
             # be met without a full VACUUM (must be set before the first table exists).
@@ -129,11 +132,10 @@ class MetricCache:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def _series_id(self, name: str, labels: Mapping[str, str]) -> int:
-        key = (name, label_key(labels))
+    def _series_id(self, key: tuple[str, LabelKey]) -> int:
         sid = self._series.get(key)
         if sid is None:
-            row_key = (name, label_text(key[1]))
+            row_key = (key[0], label_text(key[1]))
             cursor = self._db.execute(
                 "INSERT OR IGNORE INTO series (name, labels) VALUES (?, ?)", row_key
             )
@@ -150,11 +152,16 @@ class MetricCache:
     def append(self, samples: Iterable[Sample]) -> int:
         """Store a batch in one transaction; non-finite values are dropped. Returns how many."""
         with self._lock:
-            rows = [
-                (self._series_id(s.name, s.labels), s.ts, s.value)
-                for s in samples
-                if math.isfinite(s.value) and math.isfinite(s.ts)
-            ]
+            rows = []
+            latest = self._latest
+            for s in samples:
+                if not (math.isfinite(s.value) and math.isfinite(s.ts)):
+                    continue
+                key = (s.name, label_key(s.labels))
+                rows.append((self._series_id(key), s.ts, s.value))
+                previous = latest.get(key)
+                if previous is None or previous[0] <= s.ts:
+                    latest[key] = (s.ts, s.value)
             with self._db:
                 self._db.executemany(
                     "INSERT INTO samples (series_id, ts, value) VALUES (?, ?, ?)", rows
@@ -231,16 +238,22 @@ class MetricCache:
         self, name: str, labels: Mapping[str, str], now: float, max_age: float
     ) -> float | None:
         """The newest value if it is at most ``max_age`` old (the QoS manager's "fresh" rule)."""
-        with self._lock:
-            sid = self._series.get((name, label_key(labels)))
-            if sid is None:
-                return None
-            row = self._db.execute(
-                "SELECT ts, value FROM samples WHERE series_id = ? ORDER BY ts DESC LIMIT 1", (sid,)
-            ).fetchone()
-        if row is None or now - row[0] > max_age:
+        key = (name, label_key(labels))
+        found = self._latest.get(key)
+        if found is None:  # not written since start: perhaps stored by an earlier run
+            with self._lock:
+                sid = self._series.get(key)
+                row = None
+                if sid is not None:
+                    row = self._db.execute(
+                        "SELECT ts, value FROM samples WHERE series_id = ? "
+                        "ORDER BY ts DESC LIMIT 1",
+                        (sid,),
+                    ).fetchone()
+            found = None if row is None else (float(row[0]), float(row[1]))
+        if found is None or now - found[0] > max_age:
             return None
-        return float(row[1])
+        return found[1]
 
     def series(self, name: str | None = None) -> list[tuple[str, dict[str, str]]]:
         """Known series (optionally of one metric), as (name, labels)."""
@@ -251,6 +264,7 @@ class MetricCache:
     def drop_series(self, name: str, labels: Mapping[str, str]) -> None:
         """Forget a series and its samples (a pod that is gone)."""
         with self._lock:
+            self._latest.pop((name, label_key(labels)), None)
             sid = self._series.pop((name, label_key(labels)), None)
             if sid is not None:
                 with self._db:
