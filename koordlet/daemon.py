@@ -13,6 +13,7 @@ import json
 import logging
 import signal
 import socket
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -263,6 +264,9 @@ class Koordlet:
 
     async def run(self) -> None:
         config = self.config
+        # Collectors run in worker threads; a short GIL switch interval lets the event loop
+        # (the NRI requests, which containerd waits for) take over from them quickly.
+        sys.setswitchinterval(0.0005)
         server = None
         if config.metrics_addr:
             host, port = split_addr(config.metrics_addr)
