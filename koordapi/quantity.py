@@ -26,7 +26,7 @@ _SUFFIXES = {
     "Pi": Decimal(2**50),
     "Ei": Decimal(2**60),
 }
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]{1,3})?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)$")
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]{1,3})?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)\Z")
 MAX_CHARS = 64  # a quantity is short; longer input is refused before any parsing
 
 

@@ -65,8 +65,8 @@ ENV_PLUGIN_SOCKET = "NRI_PLUGIN_SOCKET"
 NRI_VERSION = "v0.12.2"  # the newest API this stub speaks (sent in RegisterPlugin)
 DEFAULT_REQUEST_TIMEOUT = 2.0  # the runtime's default when Configure does not say (NRI < 0.7)
 REGISTER_TIMEOUT = 2.0
-_INDEX = re.compile(r"^[0-9]{2}$")
-_NAME = re.compile(r"^[a-zA-Z0-9_.+-]+$")
+_INDEX = re.compile(r"^[0-9]{2}\Z")
+_NAME = re.compile(r"^[a-zA-Z0-9_.+-]+\Z")
 
 # Set while a handler runs: update_containers() from there would deadlock the runtime.
 _in_handler: contextvars.ContextVar[str | None] = contextvars.ContextVar(

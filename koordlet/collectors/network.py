@@ -44,7 +44,7 @@ from koordlet.metriccache import Sample
 from koordlet.states.pods import KnownPod
 
 IFF_LOOPBACK = 0x8  # <linux/if.h>
-_NETNS = re.compile(r"^net:\[(\d+)\]$")  # what readlink says of /proc/<pid>/ns/net
+_NETNS = re.compile(r"^net:\[(\d+)\]\Z")  # what readlink says of /proc/<pid>/ns/net
 
 # Reasons counted in ``skipped`` besides the rates' counter-reset and time-not-advancing.
 NO_LINK_STATS = "no-link-stats"  # a link without IFLA_STATS64 or IFLA_STATS

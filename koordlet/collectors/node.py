@@ -31,7 +31,7 @@ from koordlet.collectors.rates import Counters, Skip
 from koordlet.metriccache import Sample
 
 _BUSY_FIELDS = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (0-based after the label)
-_NODE_DIR = re.compile(r"^node(\d+)$")
+_NODE_DIR = re.compile(r"^node(\d+)\Z")
 
 
 def busy_ticks(fields: list[str], where: str) -> int:

@@ -44,9 +44,9 @@ log = logging.getLogger(__name__)
 
 REAL_SYS = Path("/sys")
 INFINIBAND_DEV = "/dev/infiniband"  # where the container sees the devices, whatever dev_root is
-PCI_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-_UVERBS = re.compile(r"^uverbs(\d+)$")
-_VIRTFN = re.compile(r"^virtfn(\d+)$")
+PCI_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
+_UVERBS = re.compile(r"^uverbs(\d+)\Z")
+_VIRTFN = re.compile(r"^virtfn(\d+)\Z")
 
 
 class VerbsDevice(Protocol):

@@ -14,7 +14,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 RESCTRL_ROOT = Path("/sys/fs/resctrl")
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}\Z")
 
 
 class ResctrlError(OSError):

@@ -16,7 +16,7 @@ from koordapi import keys
 from nri_plugin import api
 from runtimehooks.request import ContainerRequest, ContainerResources, PodRequest
 
-_SYSTEMD_SCOPE = re.compile(r"^([^:]+):([^:]+):([^:]+)$")
+_SYSTEMD_SCOPE = re.compile(r"^([^:]+):([^:]+):([^:]+)\Z")
 
 
 def cgroup_dir(path: str) -> str:

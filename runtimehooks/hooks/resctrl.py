@@ -16,7 +16,7 @@ from runtimehooks.registry import Hook
 from runtimehooks.request import ContainerRequest, PodRequest, Stage
 from runtimehooks.rules import KernelFeatures, Rules
 
-_UID = re.compile(r"^[0-9a-fA-F-]{1,64}$")  # the group name becomes a directory name
+_UID = re.compile(r"^[0-9a-fA-F-]{1,64}\Z")  # the group name becomes a directory name
 
 
 def l3_mask(cbm_mask: int, start_percent: int, end_percent: int) -> str:

@@ -465,3 +465,13 @@ def test_unused_fds_are_not_leaked(tmp_path: Path) -> None:
 
     run(scenario())
     assert len(list(Path("/proc/self/fd").iterdir())) <= before
+
+
+@pytest.mark.parametrize("index", ["10\n", "1\n0"])
+def test_a_trailing_newline_does_not_pass_for_a_valid_index(
+    index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NRI_PLUGIN_NAME", raising=False)
+    monkeypatch.delenv("NRI_PLUGIN_IDX", raising=False)
+    with pytest.raises(RegistrationError, match="invalid plugin index"):
+        Stub(Recorder(), name="ok", index=index)
