@@ -82,6 +82,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the NodeMetric report is written in standalone mode; empty: nowhere",
     )
     p.add_argument("--node-metric-report-interval", default="60s", type=duration)
+    q = p.add_argument_group("QoS manager")
+    q.add_argument("--reconcile-interval-seconds", default=1, type=int)
+    q.add_argument("--cpu-suppress-interval-seconds", default=1, type=int)
+    q.add_argument(
+        "--cpu-suppress-min-cpus",
+        default=2,
+        type=int,
+        help="fewest CPUs the cpuset policy leaves to BE pods (default %(default)s)",
+    )
+    q.add_argument("--cpu-evict-interval-seconds", default=1, type=int)
+    q.add_argument("--memory-evict-interval-seconds", default=1, type=int)
+    q.add_argument("--memory-evict-cool-time-seconds", default=4, type=int)
+    q.add_argument("--cpu-evict-cool-time-seconds", default=20, type=int)
+    q.add_argument(
+        "--only-evict-by-api",
+        default="false",
+        choices=["true", "false"],
+        help="evict through the Kubernetes Eviction API instead of stopping containers over CRI",
+    )
+    q.add_argument(
+        "--containerd-endpoint",
+        default="containerd/containerd.sock",
+        help="CRI socket for evictions, relative to --var-run-root-dir (default %(default)s)",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -116,6 +140,15 @@ def config_from_args(args: argparse.Namespace) -> Config:
         tsdb_max_bytes=args.tsdb_max_bytes,
         node_metric_file=Path(args.node_metric_file) if args.node_metric_file else None,
         node_metric_interval=args.node_metric_report_interval,
+        qos_reconcile_interval=args.reconcile_interval_seconds,
+        cpu_suppress_interval=args.cpu_suppress_interval_seconds,
+        cpu_suppress_min_cpus=args.cpu_suppress_min_cpus,
+        cpu_evict_interval=args.cpu_evict_interval_seconds,
+        cpu_evict_cool_time=args.cpu_evict_cool_time_seconds,
+        memory_evict_interval=args.memory_evict_interval_seconds,
+        memory_evict_cool_time=args.memory_evict_cool_time_seconds,
+        only_evict_by_api=args.only_evict_by_api == "true",
+        containerd_endpoint=args.containerd_endpoint,
     )
 
 

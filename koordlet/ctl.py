@@ -200,6 +200,46 @@ def query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _values(applied: dict[str, Any]) -> str:
+    return "  ".join(f"{k}={v}" for k, v in applied.items() if v is not None) or "-"
+
+
+def render_explain(data: dict[str, Any]) -> str:
+    """The pod, what its cgroups hold now, and each QoS action behind that, newest last."""
+    lines = [
+        f"pod {data['namespace']}/{data['name']} (uid {data['uid']})",
+        f"  QoS {data['qos']} (Kubernetes {data['kube_qos']}), cgroup {data['cgroup']}",
+        f"  usage: cpu {cores(data['usage']['cpu'])} cores, memory {mib(data['usage']['memory'])}",
+        "applied now:",
+        f"  pod: {_values(data['applied'])}",
+    ]
+    lines += [f"  {c['name']}: {_values(c['applied'])}" for c in data["containers"]]
+    lines.append("why:")
+    if not data["actions"]:
+        lines.append("  no QoS manager action concerns this pod (values come from the hooks)")
+    for action in data["actions"]:
+        when = time.strftime("%H:%M:%S", time.localtime(action["ts"]))
+        lines.append(
+            f"  {when} {action['strategy']}: {action['kind']} {action['value']}"
+            f" on {action['target']} because {action['reason']}"
+        )
+    lines.append("strategies:")
+    for name, status in data["strategies"].items():
+        lines.append(f"  {name}: {status['text']}")
+    return "\n".join(lines)
+
+
+def explain(args: argparse.Namespace) -> int:
+    path = "/api/v1/explain?" + urllib.parse.urlencode({"pod": args.pod})
+    try:
+        data = fetch(args.addr, path)
+    except KoordletUnreachable as err:
+        print(f"koordctl explain: {err}", file=sys.stderr)
+        return 1
+    print(json.dumps(data) if args.json else render_explain(data))
+    return 0
+
+
 def kernel(args: argparse.Namespace) -> int:
     """Print what koordlet detects on this node, as it detects it at start."""
     found = detect_kernel(
@@ -267,6 +307,13 @@ def build_parser() -> argparse.ArgumentParser:
     query_cmd.add_argument("--addr", default=DEFAULT_ADDR, help=addr_help)
     query_cmd.add_argument("--json", action="store_true")
     query_cmd.set_defaults(func=query)
+    explain_cmd = sub.add_parser(
+        "explain", help="a pod's applied values and the QoS actions (with reasons) behind them"
+    )
+    explain_cmd.add_argument("pod", help="pod uid, NAMESPACE/NAME or name")
+    explain_cmd.add_argument("--addr", default=DEFAULT_ADDR, help=addr_help)
+    explain_cmd.add_argument("--json", action="store_true")
+    explain_cmd.set_defaults(func=explain)
     kern = sub.add_parser("kernel", help="the kernel interfaces koordlet would use on this node")
     kern.add_argument("--cgroup-root-dir", default="/sys/fs/cgroup/")
     kern.add_argument("--sys-fs-root-dir", default="/sys/fs/")

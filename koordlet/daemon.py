@@ -14,10 +14,12 @@ import logging
 import signal
 import socket
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from koordapi.errors import ModelError
 from koordapi.features import FeatureGates
 from koordlet.applying import Applier
 from koordlet.collectors.base import Collector, CollectorRunner
@@ -31,10 +33,22 @@ from koordlet.collectors.psi import PSICollector
 from koordlet.collectors.rdma import RDMACollector
 from koordlet.collectors.system import SystemCollector
 from koordlet.executor import Executor, WriteResult
+from koordlet.executor.cri import CRIRuntime
+from koordlet.executor.kubeapi import EvictionAPI, KubeCredentials
 from koordlet.executor.resctrl import RESCTRL_ROOT, Resctrl
 from koordlet.hookserver import HookServer
 from koordlet.metriccache import MetricCache
 from koordlet.metrics import HealthCollector, KoordletMetrics
+from koordlet.qosmanager.audit import Action, AuditTrail
+from koordlet.qosmanager.cgreconcile import CgroupReconcile
+from koordlet.qosmanager.cpuburst import CPUBurst
+from koordlet.qosmanager.cpuevict import CPUEvict
+from koordlet.qosmanager.cpusuppress import CPUSuppress
+from koordlet.qosmanager.eviction import EvictByAPI, EvictionBackend, Evictor, StopContainers
+from koordlet.qosmanager.framework import Context, QoSManager, Strategy, node_resources
+from koordlet.qosmanager.memoryevict import MemoryEvict
+from koordlet.qosmanager.resctrlreconcile import ResctrlReconcile
+from koordlet.qosmanager.sysconfig import SystemConfig
 from koordlet.reconciling import Reconciler
 from koordlet.server import StatusServer
 from koordlet.states.nodeconfig import NodeConfigFile
@@ -82,10 +96,24 @@ class Config:
     tsdb_max_bytes: int = 100 << 20
     node_metric_file: Path | None = Path("/var/lib/koordlet/nodemetric.json")
     node_metric_interval: float = 60.0
+    # QoS manager (Koordinator's flags and defaults)
+    qos_reconcile_interval: float = 1.0  # --reconcile-interval-seconds
+    cpu_suppress_interval: float = 1.0
+    cpu_suppress_min_cpus: int = 2  # ours: the BE cpuset floor (Koordinator: 2)
+    cpu_evict_interval: float = 1.0
+    cpu_evict_cool_time: float = 20.0
+    memory_evict_interval: float = 1.0
+    memory_evict_cool_time: float = 4.0
+    only_evict_by_api: bool = False
+    containerd_endpoint: str = "containerd/containerd.sock"  # relative to var_run_root
 
     @property
     def nri_socket(self) -> Path:
         return self.var_run_root / self.nri_socket_path
+
+    @property
+    def cri_socket(self) -> Path:
+        return self.var_run_root / self.containerd_endpoint
 
 
 def split_addr(addr: str) -> tuple[str, int]:
@@ -147,6 +175,15 @@ class Koordlet:
             kernel=self.kernel,
             health=self._collector_health,
         )
+        self.audit = AuditTrail(on_action=self._count_action)
+        self.views.audit = self.audit
+        self.evictor = Evictor(self._eviction_backend(), self.metrics)
+        self.qos = QoSManager(
+            self._strategies(),
+            context=self.qos_context,
+            gates=config.feature_gates,
+            collect_interval=config.collect_interval,
+        )
         self.stub: Stub | None = None
         mechanism = self.kernel.group_identity_mechanism
         self.metrics.group_identity.labels(config.node_name, mechanism).set(1)
@@ -177,6 +214,59 @@ class Koordlet:
         if self.rdma is not None:
             found.append(self.rdma)
         return found
+
+    def _strategies(self) -> list[Strategy]:
+        c = self.config
+        return [
+            CPUSuppress(
+                self.executor,
+                interval=c.cpu_suppress_interval,
+                min_cpus=c.cpu_suppress_min_cpus,
+                metrics=self.metrics,
+            ),
+            CPUBurst(self.executor, interval=c.cpu_suppress_interval, metrics=self.metrics),
+            CgroupReconcile(self.executor, interval=c.qos_reconcile_interval),
+            ResctrlReconcile(self.resctrl, self.executor, interval=c.qos_reconcile_interval),
+            SystemConfig(c.proc_root, c.sys_root, interval=c.qos_reconcile_interval),
+            CPUEvict(
+                self.evictor,
+                interval=c.cpu_evict_interval,
+                cool_down=c.cpu_evict_cool_time,
+                collect_interval=c.collect_interval,
+            ),
+            MemoryEvict(
+                self.evictor, interval=c.memory_evict_interval, cool_down=c.memory_evict_cool_time
+            ),
+        ]
+
+    def _eviction_backend(self) -> EvictionBackend:
+        """Stop containers through CRI, or with --only-evict-by-api ask the API server."""
+        if not self.config.only_evict_by_api:
+            return StopContainers(CRIRuntime(self.config.cri_socket))
+        credentials = KubeCredentials.in_cluster()
+        if credentials is None:
+            raise ModelError(
+                "--only-evict-by-api needs in-cluster Kubernetes credentials "
+                "(KUBERNETES_SERVICE_HOST and a service account token)"
+            )
+        return EvictByAPI(EvictionAPI(credentials))
+
+    def qos_context(self) -> Context:
+        """A fresh context for one strategy run (called from worker threads)."""
+        rules = self.rules()
+        return Context(
+            rules=rules,
+            pods=self.pods.snapshot(),
+            topology=self.topology,
+            node=node_resources(self.topology, rules, self.node_config.current.allocatable),
+            cache=self.cache,
+            audit=self.audit,
+            now=time.time(),
+            max_age=2 * self.config.collect_interval,
+        )
+
+    def _count_action(self, action: Action) -> None:
+        self.metrics.qos_actions.labels(self.config.node_name, action.strategy, action.kind).inc()
 
     def _collector_health(self) -> dict[str, Any]:
         return {name: asdict(h) for name, h in self.collectors.health.items()}
@@ -279,6 +369,7 @@ class Koordlet:
             asyncio.create_task(self.collectors.run()),
             asyncio.create_task(self.report_node_metric()),
             asyncio.create_task(self.expire_metrics()),
+            asyncio.create_task(self.qos.run()),
         ]
         if config.nri_enabled:
             self.stub = Stub(

@@ -159,6 +159,14 @@ class HookServer:
         if self.on_container_started is not None:
             self.on_container_started(pod.id, container.id)
 
+    def stop_container(
+        self, pod: api.PodSandbox, container: api.Container
+    ) -> list[api.ContainerUpdate]:
+        """A stopped container never runs again (a restart is a new container): forget it, so
+        no strategy counts it, writes to it or evicts it a second time."""
+        self.pods.remove_container(pod.id, container.id)
+        return []
+
     def remove_container(self, pod: api.PodSandbox, container: api.Container) -> None:
         self.pods.remove_container(pod.id, container.id)
 

@@ -97,6 +97,43 @@ class KoordletMetrics:
         self.known_pods = Gauge(
             "koordlet_known_pods", "Pods known from the runtime", ["node"], registry=r
         )
+        # -- QoS manager ----------------------------------------------------------------------
+        self.qos_actions = Counter(
+            "koordlet_qos_actions_total",
+            "Changes the QoS manager made, by strategy and kind (koordctl explain says why)",
+            ["node", "strategy", "kind"],
+            registry=r,
+        )
+        self.be_suppress_cpu_cores = Gauge(
+            "koordlet_be_suppress_cpu_cores",
+            "CPU left to best-effort pods by CPU suppress, by policy (cpuset or cfsQuota)",
+            ["node", "type"],
+            registry=r,
+        )
+        self.be_suppress_ls_used = Gauge(
+            "koordlet_be_suppress_ls_used_cpu_cores",
+            "CPU used by the non-BE pods in the last CPU suppress computation",
+            ["node"],
+            registry=r,
+        )
+        self.pod_evictions = Counter(
+            "koordlet_pod_eviction_total",
+            "Pods evicted (or killed) by the QoS manager, by reason",
+            ["node", "reason"],
+            registry=r,
+        )
+        self.scaled_cfs_burst = Gauge(
+            "koordlet_container_scaled_cfs_burst_us",
+            "cpu.cfs_burst_us set by CPU burst",
+            ["node", "pod", "container"],
+            registry=r,
+        )
+        self.scaled_cfs_quota = Gauge(
+            "koordlet_container_scaled_cfs_quota_us",
+            "cpu.cfs_quota_us set by CPU burst's quota scaling",
+            ["node", "pod", "container"],
+            registry=r,
+        )
 
 
 class HealthCollector:

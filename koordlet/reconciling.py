@@ -21,7 +21,7 @@ from koordlet.applying import Applier
 from koordlet.executor import CgroupWrite, Status
 from koordlet.hookserver import failure_cause
 from koordlet.metrics import KoordletMetrics
-from koordlet.states.pods import KnownPod, PodStore
+from koordlet.states.pods import KnownPod, PodStore, kube_qos_dirs
 from runtimehooks.hooks import coresched, groupidentity, tc
 from runtimehooks.registry import (
     FailurePolicy,
@@ -34,17 +34,6 @@ from runtimehooks.request import Stage
 from runtimehooks.rules import Rules
 
 log = logging.getLogger(__name__)
-
-KUBE_QOS_DIRS_CGROUPFS = {
-    KubeQoS.GUARANTEED: "kubepods",
-    KubeQoS.BURSTABLE: "kubepods/burstable",
-    KubeQoS.BESTEFFORT: "kubepods/besteffort",
-}
-KUBE_QOS_DIRS_SYSTEMD = {
-    KubeQoS.GUARANTEED: "kubepods.slice",
-    KubeQoS.BURSTABLE: "kubepods.slice/kubepods-burstable.slice",
-    KubeQoS.BESTEFFORT: "kubepods.slice/kubepods-besteffort.slice",
-}
 
 
 class Reconciler:
@@ -110,7 +99,7 @@ class Reconciler:
         self.applier.apply_net_qos(plan, classes)
 
     def reconcile_kube_qos(self, rules: Rules) -> None:
-        dirs = self._kube_qos_dirs()
+        dirs = kube_qos_dirs(self.pods)
         writes: list[CgroupWrite] = []
         gi = (
             groupidentity.kube_qos_values(rules)
@@ -167,10 +156,6 @@ class Reconciler:
         self._observe("pod", "all", start, status)
 
     # -- helpers ------------------------------------------------------------------------------
-
-    def _kube_qos_dirs(self) -> dict[KubeQoS, str]:
-        systemd = any(".slice" in k.request.cgroup_dir for k in self.pods)
-        return KUBE_QOS_DIRS_SYSTEMD if systemd else KUBE_QOS_DIRS_CGROUPFS
 
     def _note_failures(self, failures: Sequence[HookFailure], subject: str) -> None:
         # Counted every pass, logged at debug: the NRI path already logged the first time.

@@ -6,6 +6,7 @@
     GET /api/v1/pods                 known pods: QoS class, containers, applied values, usage
     GET /api/v1/nodemetric           the NodeMetric status (Koordinator's shape)
     GET /api/v1/query?metric=NAME&window=5m&agg=p95[&label.KEY=VALUE...]
+    GET /api/v1/explain?pod=UID|NAMESPACE/NAME    a pod's values and the QoS actions behind them
                                      aggregates of the matching series over the window
 
 It serves from its own threads and only reads: the views it is given do the work. Bad query
@@ -35,6 +36,8 @@ class Views(Protocol):
     def pods(self) -> list[dict[str, Any]]: ...
 
     def node_metric(self) -> dict[str, Any]: ...
+
+    def explain(self, pod: str) -> dict[str, Any] | None: ...
 
     def query(
         self, metric: str, window_seconds: float, agg: str, labels: Mapping[str, str]
@@ -103,6 +106,7 @@ class StatusServer:
             "/api/v1/pods": lambda q: self._json(self.views.pods()),
             "/api/v1/nodemetric": lambda q: self._json(self.views.node_metric()),
             "/api/v1/query": self._query,
+            "/api/v1/explain": self._explain,
         }
         route = routes.get(url.path)
         try:
@@ -127,6 +131,16 @@ class StatusServer:
     @staticmethod
     def _json(data: Any) -> tuple[int, str, bytes]:
         return 200, "application/json", (json.dumps(data) + "\n").encode()
+
+    def _explain(self, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
+        pod = (query.get("pod") or [""])[0]
+        if not pod:
+            raise BadRequest("pod is required (uid, namespace/name or name)")
+        found = self.views.explain(pod)
+        if found is None:
+            body = json.dumps({"error": f"no pod {pod!r} on this node"}).encode()
+            return 404, "application/json", body
+        return self._json(found)
 
     def _query(self, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
         metric = (query.get("metric") or [""])[0]

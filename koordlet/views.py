@@ -12,9 +12,11 @@ from dataclasses import asdict
 from typing import Any
 
 from koordapi.cpuset import format_cpuset
+from koordapi.qos import KubeQoS, default_qos_for_kube
 from koordlet.executor import Executor
 from koordlet.metriccache import MetricCache
 from koordlet.nodemetric import build_status
+from koordlet.qosmanager.audit import AuditTrail
 from koordlet.states.pods import PodStore
 from koordlet.states.topology import Topology
 from runtimehooks.rules import KernelFeatures
@@ -41,6 +43,7 @@ class KoordletViews:
         topology: Topology,
         kernel: KernelFeatures,
         health: Callable[[], Mapping[str, Any]],
+        audit: AuditTrail | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.node_name = node_name
@@ -50,6 +53,7 @@ class KoordletViews:
         self.topology = topology
         self.kernel = kernel
         self.health = health
+        self.audit = audit or AuditTrail()
         self.clock = clock
 
     def _last(self, name: str, labels: Mapping[str, str]) -> float | None:
@@ -114,6 +118,24 @@ class KoordletViews:
                 }
             )
         return out
+
+    def explain(self, pod: str) -> dict[str, Any] | None:
+        """A pod (by uid, namespace/name or name), its applied values and why they are so."""
+        found = next(
+            (p for p in self.pods() if pod in (p["uid"], f"{p['namespace']}/{p['name']}")), None
+        ) or next((p for p in self.pods() if p["name"] == pod), None)
+        if found is None:
+            return None
+        qos = found["qos"]
+        if qos == "none":  # no class label: the strategies treat it by its Kubernetes QoS
+            qos = default_qos_for_kube(KubeQoS(found["kube_qos"])).value
+        actions = self.audit.for_pod(found["uid"], qos)
+        statuses = self.audit.statuses()
+        return {
+            **found,
+            "actions": [a.as_dict() for a in actions],
+            "strategies": {name: asdict(status) for name, status in sorted(statuses.items())},
+        }
 
     def node_metric(self) -> dict[str, Any]:
         return build_status(self.cache, self.store, self.clock())

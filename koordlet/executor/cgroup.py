@@ -116,6 +116,16 @@ RESOURCES = {
         Resource("memory.low", "memory", "memory.low", _range(0, None)),
         Resource("memory.high", "memory", "memory.high", _limit, _v2_max),
         Resource("net_cls.classid", "net_cls", None, _range(0, (1 << 32) - 1)),
+        # Memory QoS extras of Anolis kernels (v1 and v2); mainline has only memory.oom.group,
+        # on v2. Where a file is missing the write reports "unsupported".
+        Resource("memory.wmark_ratio", "memory", "memory.wmark_ratio", _range(0, 100)),
+        Resource(
+            "memory.wmark_scale_factor", "memory", "memory.wmark_scale_factor", _range(1, 1000)
+        ),
+        Resource("memory.wmark_min_adj", "memory", "memory.wmark_min_adj", _range(-25, 50)),
+        Resource("memory.priority", "memory", "memory.priority", _range(0, 12)),
+        Resource("memory.use_priority_oom", "memory", "memory.use_priority_oom", _range(0, 1)),
+        Resource("memory.oom.group", "memory", "memory.oom.group", _range(0, 1)),
     )
 }
 

@@ -21,6 +21,37 @@ class ResctrlError(OSError):
     """A resctrl operation failed; the message names the group and the file."""
 
 
+def parse_schemata(text: str) -> dict[str, dict[int, int]]:
+    """Schemata lines by meaning: {"L3": {0: 0x7ff}, "MB": {0: 100}}.
+
+    Cache masks (L2/L3 lines) are hex, other resources decimal; the kernel pads both
+    ("L3:0=07ff", "MB:0= 100"), so values compare as numbers, never as text.
+    """
+    found: dict[str, dict[int, int]] = {}
+    for line in text.splitlines():
+        resource, sep, domains = line.strip().partition(":")
+        if not sep:
+            continue
+        base = 16 if resource.startswith(("L2", "L3")) else 10
+        values = found.setdefault(resource, {})
+        for part in domains.split(";"):
+            domain, _, number = part.partition("=")
+            try:
+                values[int(domain)] = int(number.strip(), base)
+            except ValueError:
+                continue  # an empty part after a trailing ";", or a format we do not know
+    return found
+
+
+def has_line(current: dict[str, dict[int, int]], line: str) -> bool:
+    """Whether ``current`` (parsed schemata) already holds every value of ``line``."""
+    return all(
+        current.get(resource, {}).get(domain) == value
+        for resource, values in parse_schemata(line).items()
+        for domain, value in values.items()
+    )
+
+
 class Resctrl:
     def __init__(self, root: Path = RESCTRL_ROOT) -> None:
         self.root = root
@@ -43,6 +74,14 @@ class Resctrl:
                 )
         return ()
 
+    def schemata(self, name: str = "") -> dict[str, dict[int, int]]:
+        """A group's schemata by meaning (the root's for ""); {} when the group is missing."""
+        folder = self._group(name) if name else self.root
+        try:
+            return parse_schemata((folder / "schemata").read_text())
+        except OSError:
+            return {}
+
     def _group(self, name: str) -> Path:
         if not _NAME.match(name):
             raise ResctrlError(f"invalid resctrl group name {name!r}")
@@ -58,9 +97,9 @@ class Resctrl:
             except OSError as err:
                 raise ResctrlError(f"cannot create resctrl group {name}: {err.strerror}") from err
             changed = True
-        current = (group / "schemata").read_text() if (group / "schemata").exists() else ""
+        current = self.schemata(name)
         for line in schemata:
-            if line.replace(" ", "") in current.replace(" ", ""):
+            if has_line(current, line):
                 continue
             try:
                 (group / "schemata").write_text(line + "\n")

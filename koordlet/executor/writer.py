@@ -90,6 +90,17 @@ class Executor:
         folder = base / cgroup.strip("/")
         return folder if folder.is_dir() else None
 
+    def subdirs(self, cgroup: str, resource: str) -> list[str]:
+        """Child cgroups of ``cgroup`` in ``resource``'s hierarchy, as cgroup paths ([] if gone)."""
+        path = lookup(resource).path(self.root, self.version, cgroup)
+        if path is None:
+            return []
+        try:
+            children = sorted(e.name for e in path.parent.iterdir() if e.is_dir())
+        except OSError:
+            return []
+        return [f"{cgroup.strip('/')}/{name}" for name in children]
+
     def procs(self, cgroup: str) -> list[int]:
         """Pids in ``cgroup`` (its cgroup.procs; the cpu hierarchy on v1), [] if it is gone."""
         base = self.root if self.version == 2 else self.root / "cpu"

@@ -3,7 +3,9 @@
 The file is YAML or JSON, either a NodeSLO object (``kind: NodeSLO``, ``spec: ...``) or a bare
 spec, optionally with a ``node`` section holding what Koordinator reads from the Node object:
 ``annotations`` (``node.koordinator.sh/cpu-normalization-ratio``, ``.../reservation``,
-``.../system-qos-resource``, ``kubelet.koordinator.sh/cpu-manager-policy``) and ``labels``.
+``.../system-qos-resource``, ``kubelet.koordinator.sh/cpu-manager-policy``), ``labels`` and
+``allocatable`` (the Node's status.allocatable: ``cpu``, ``memory``,
+``kubernetes.io/batch-cpu``, ... as quantities; without it the node's capacity is used).
 It is re-read when it changes; invalid content keeps the last good configuration.
 """
 
@@ -20,6 +22,7 @@ import yaml
 from koordapi import annotation, keys
 from koordapi.errors import ModelError, NodeSLOError
 from koordapi.nodeslo import NodeSLOSpec
+from koordapi.quantity import milli_value, value
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +40,8 @@ class NodeConfig:
     spec: NodeSLOSpec = field(default_factory=NodeSLOSpec)
     annotations: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
+    # cpu in milli-cores, batch-cpu and mid-cpu as given (milli-cores), the rest in units.
+    allocatable: Mapping[str, int] = field(default_factory=dict)
 
     def parsed(self, key: str) -> Any:
         """A known node annotation, parsed (None when absent)."""
@@ -62,10 +67,29 @@ def parse_node_config(text: str) -> NodeConfig:
     spec_data = data.get("spec", {}) if data.get("kind") == "NodeSLO" or "spec" in data else data
     notes = {str(k): str(v) for k, v in (node.get("annotations") or {}).items()}
     labels = {str(k): str(v) for k, v in (node.get("labels") or {}).items()}
-    config = NodeConfig(NodeSLOSpec.parse(spec_data), notes, labels)
+    config = NodeConfig(
+        NodeSLOSpec.parse(spec_data), notes, labels, parse_resources(node.get("allocatable"))
+    )
     for key in NODE_ANNOTATION_PARSERS:
         config.parsed(key)  # validate now, so a bad value never becomes the live config
     return config
+
+
+def parse_resources(data: object) -> dict[str, int]:
+    """A resource list ({"cpu": "8", "memory": "16Gi"}): cpu in milli-cores, others rounded up."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise NodeSLOError("node.allocatable", "must be an object of resource quantities")
+    resources = {}
+    for name, amount in data.items():
+        try:
+            resources[str(name)] = milli_value(amount) if name == "cpu" else value(amount)
+        except ModelError as err:
+            raise NodeSLOError(f"node.allocatable.{name}", str(err)) from None
+        if resources[str(name)] < 0:
+            raise NodeSLOError(f"node.allocatable.{name}", "must not be negative")
+    return resources
 
 
 class NodeConfigFile:

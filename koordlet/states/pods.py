@@ -9,13 +9,25 @@ request, never from values koordlet itself wrote.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from koordapi import keys
+from koordapi.qos import KubeQoS
 from nri_plugin import api
 from runtimehooks.request import ContainerRequest, ContainerResources, PodRequest
 
+# The kubelet's QoS-level cgroups, for its cgroupfs and systemd drivers.
+KUBE_QOS_DIRS_CGROUPFS = {
+    KubeQoS.GUARANTEED: "kubepods",
+    KubeQoS.BURSTABLE: "kubepods/burstable",
+    KubeQoS.BESTEFFORT: "kubepods/besteffort",
+}
+KUBE_QOS_DIRS_SYSTEMD = {
+    KubeQoS.GUARANTEED: "kubepods.slice",
+    KubeQoS.BURSTABLE: "kubepods.slice/kubepods-burstable.slice",
+    KubeQoS.BESTEFFORT: "kubepods.slice/kubepods-besteffort.slice",
+}
 _SYSTEMD_SCOPE = re.compile(r"^([^:]+):([^:]+):([^:]+)\Z")
 
 
@@ -156,7 +168,8 @@ class PodStore:
             self.generation += 1
 
     def replace_all(self, pods: list[api.PodSandbox], containers: list[api.Container]) -> None:
-        """Start over from a Synchronize: exactly these pods and containers."""
+        """Start over from a Synchronize: exactly these pods and their containers that have
+        not stopped."""
         by_id = {p.id: p for p in pods}
         self._pods = {}
         self.pinned_generation += 1
@@ -164,6 +177,12 @@ class PodStore:
             self.put_pod(pod)
         for container in containers:
             owner = by_id.get(container.pod_sandbox_id)
-            if owner is not None:
+            if owner is not None and container.state != api.CONTAINER_STOPPED:
                 self.put_container(owner, container)
         self.generation += 1
+
+
+def kube_qos_dirs(pods: Iterable[KnownPod]) -> dict[KubeQoS, str]:
+    """The QoS-level directories, for the cgroup driver the known pods' paths show."""
+    systemd = any(".slice" in k.request.cgroup_dir for k in pods)
+    return KUBE_QOS_DIRS_SYSTEMD if systemd else KUBE_QOS_DIRS_CGROUPFS

@@ -17,11 +17,34 @@ from runtimehooks.rules import KernelFeatures
 
 
 @dataclass(frozen=True)
+class Processor:
+    """One logical CPU and where it sits: its physical core, socket and NUMA node."""
+
+    cpu: int
+    core: int
+    socket: int
+    node: int
+
+
+@dataclass(frozen=True)
 class Topology:
     cpus: frozenset[int]
     numa: dict[int, frozenset[int]] = field(default_factory=dict)  # node → CPUs
     socket_of_node: dict[int, int] = field(default_factory=dict)
     memory_bytes: int = 0
+    processors: tuple[Processor, ...] = ()  # by CPU id; empty when sysfs does not say
+
+    def processor_list(self) -> tuple[Processor, ...]:
+        """The processors, or one core per CPU on node 0 when the topology is unknown."""
+        if self.processors:
+            return self.processors
+        node_of = {cpu: node for node, cpus in self.numa.items() for cpu in cpus}
+        return tuple(
+            Processor(
+                cpu, cpu, self.socket_of_node.get(node_of.get(cpu, 0), 0), node_of.get(cpu, 0)
+            )
+            for cpu in sorted(self.cpus)
+        )
 
 
 def read_topology(sys_root: Path = Path("/sys"), proc_root: Path = Path("/proc")) -> Topology:
@@ -40,13 +63,27 @@ def read_topology(sys_root: Path = Path("/sys"), proc_root: Path = Path("/proc")
     for node, node_cpus in numa.items():
         package = cpu_dir / f"cpu{min(node_cpus)}" / "topology" / "physical_package_id"
         sockets[node] = int(package.read_text()) if package.exists() else 0
+    node_of = {cpu: node for node, node_cpus in numa.items() for cpu in node_cpus}
+    processors = []
+    for cpu in sorted(cpus):
+        topo = cpu_dir / f"cpu{cpu}" / "topology"
+        core = _read_int(topo / "core_id", cpu)
+        socket = _read_int(topo / "physical_package_id", sockets.get(node_of.get(cpu, 0), 0))
+        processors.append(Processor(cpu, core, socket, node_of.get(cpu, 0)))
     memory = 0
     meminfo = proc_root / "meminfo"
     if meminfo.exists():
         for line in meminfo.read_text().splitlines():
             if line.startswith("MemTotal:"):
                 memory = int(line.split()[1]) * 1024
-    return Topology(cpus, numa, sockets, memory)
+    return Topology(cpus, numa, sockets, memory, tuple(processors))
+
+
+def _read_int(path: Path, default: int) -> int:
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return default
 
 
 def _any_child_has(root: Path, name: str) -> bool:

@@ -61,7 +61,7 @@ def config(pod: PodRequest, rules: Rules) -> Mapping[str, int] | None:
     return {**base, **pod_cfg.fields}
 
 
-def _request(pod: PodRequest, container_name: str | None) -> int:
+def memory_request(pod: PodRequest, container_name: str | None) -> int:
     """Batch-memory request of one container (or the pod: all of them), 0 when unknown."""
     spec = extended_resources(pod) or {}
     names = spec.keys() if container_name is None else [container_name]
@@ -73,7 +73,7 @@ def _request(pod: PodRequest, container_name: str | None) -> int:
     return total
 
 
-def _limit(req: ContainerRequest, rules: Rules) -> int:
+def memory_limit(req: ContainerRequest, rules: Rules) -> int:
     """The container's memory limit (batch-memory for BE pods), else the node's allocatable."""
     if req.pod.qos is QoSClass.BE:
         res = (extended_resources(req.pod) or {}).get(req.name)
@@ -92,16 +92,19 @@ def _low(request: int, cfg: Mapping[str, int], memory_min: int) -> int:
 
 def container(req: ContainerRequest, rules: Rules, stage: Stage) -> ContainerPatch | None:
     cfg = config(req.pod, rules)
-    if cfg is None:
-        return None
-    request = _request(req.pod, req.name)
+    return None if cfg is None else container_values(req, rules, cfg)
+
+
+def container_values(req: ContainerRequest, rules: Rules, cfg: Mapping[str, int]) -> ContainerPatch:
+    """min, low and high of one container under ``cfg`` (CgroupReconcile calls this too)."""
+    request = memory_request(req.pod, req.name)
     memory_min = request * cfg.get("minLimitPercent", 0) // 100
     memory_low = _low(request, cfg, memory_min)
     throttling = cfg.get("throttlingPercent", 0)
     if throttling == 0:
         memory_high = MAX
     else:
-        limit = _limit(req, rules)
+        limit = memory_limit(req, rules)
         high = request + (limit - request) * throttling // 100
         memory_high = max(high // PAGE_SIZE * PAGE_SIZE, memory_min)
     return ContainerPatch(memory_min=memory_min, memory_low=memory_low, memory_high=memory_high)
@@ -109,9 +112,12 @@ def container(req: ContainerRequest, rules: Rules, stage: Stage) -> ContainerPat
 
 def pod(req: PodRequest, rules: Rules, stage: Stage) -> PodPatch | None:
     cfg = config(req, rules)
-    if cfg is None:
-        return None
-    request = _request(req, None)
+    return None if cfg is None else pod_values(req, cfg)
+
+
+def pod_values(req: PodRequest, cfg: Mapping[str, int]) -> PodPatch:
+    """min and low of the pod under ``cfg`` (CgroupReconcile calls this too)."""
+    request = memory_request(req, None)
     memory_min = request * cfg.get("minLimitPercent", 0) // 100
     return PodPatch(memory_min=memory_min, memory_low=_low(request, cfg, memory_min))
 

@@ -58,6 +58,8 @@ class KoordletProcess:
             str(base / "nodemetric.json"),
             "--node-metric-report-interval",
             "2s",
+            "--containerd-endpoint",
+            str(node.containerd.layout.address),
             *args,
         ]
         self.proc: subprocess.Popen[bytes] | None = None

@@ -48,3 +48,62 @@ def test_kernel_reports_the_group_identity_mechanism_of_a_fake_tree(
     assert report["cgroup_version"] == 1
     assert report["group_identity"] == "cpu.idle"
     assert report["resctrl"] is False
+
+
+def explain_data(actions: list[dict[str, object]]) -> dict[str, object]:
+    return {
+        "uid": "u-job",
+        "name": "job",
+        "namespace": "default",
+        "qos": "BE",
+        "kube_qos": "BestEffort",
+        "cgroup": "kubepods/besteffort/podu-job",
+        "applied": {"cpu.shares": 2, "cpuset.cpus": "0-3", "cpu.cfs_quota_us": None},
+        "usage": {"cpu": 0.75, "memory": 512 << 20},
+        "containers": [{"name": "main", "applied": {"cpu.shares": 2}}],
+        "actions": actions,
+        "strategies": {
+            "CPUSuppress": {"ts": 0.0, "text": "BE gets 0-3"},
+            "MemoryEvict": {"ts": 0.0, "text": "memory 50% < threshold 70%"},
+        },
+    }
+
+
+def test_render_explain_shows_values_reasons_and_strategy_statuses() -> None:
+    action = {
+        "ts": 1_800_000_000.0,
+        "strategy": "MemoryEvict",
+        "kind": "evict",
+        "value": "BEMemoryEvict",
+        "target": "default/job",
+        "reason": "node memory 80% >= threshold 70%: release 983 MiB",
+    }
+
+    text = ctl.render_explain(explain_data([action]))
+
+    lines = text.splitlines()
+    assert lines[0] == "pod default/job (uid u-job)"
+    assert "QoS BE (Kubernetes BestEffort), cgroup kubepods/besteffort/podu-job" in text
+    assert "usage: cpu 0.75 cores, memory 512Mi" in text
+    assert "  pod: cpu.shares=2  cpuset.cpus=0-3" in lines  # unset values are left out
+    assert "  main: cpu.shares=2" in lines
+    (why,) = [line for line in lines if "MemoryEvict: evict" in line]
+    assert why.endswith(
+        "MemoryEvict: evict BEMemoryEvict on default/job because node memory 80% >= threshold"
+        " 70%: release 983 MiB"
+    )
+    assert lines.index("strategies:") < lines.index("  MemoryEvict: memory 50% < threshold 70%")
+    assert "  CPUSuppress: BE gets 0-3" in lines
+
+
+def test_render_explain_without_actions_says_so() -> None:
+    text = ctl.render_explain(explain_data([]))
+
+    assert "no QoS manager action concerns this pod" in text
+    assert "because" not in text
+
+
+def test_explain_reports_an_unreachable_koordlet(capsys: pytest.CaptureFixture[str]) -> None:
+    assert ctl.main(["explain", "job", "--addr", "127.0.0.1:1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("koordctl explain: cannot reach koordlet at 127.0.0.1:1")

@@ -193,3 +193,18 @@ def test_group_identity_on_a_mainline_kernel_makes_the_be_pod_idle(tmp_path: Pat
     assert (
         cpu / "cpu.shares"
     ).read_text().strip() == "2"  # shares are not written to an idle cgroup
+
+
+def test_a_stopped_container_is_forgotten(tmp_path: Path) -> None:
+    seen: dict[str, list[str]] = {}
+
+    async def scenario(session: PluginSession, server: HookServer) -> None:
+        await session.state_change(api.RUN_POD_SANDBOX, be_pod())
+        await session.create_container(be_pod(), container("a"))
+        await session.create_container(be_pod(), container("b"))
+        request = api.StopContainerRequest(pod=be_pod(), container=container("a"))
+        await session.call("StopContainer", request, api.StopContainerResponse)
+        seen["left"] = [cid for known in server.pods for cid in known.containers]
+
+    run_with(tmp_path, scenario)
+    assert seen["left"] == ["c-b"]

@@ -17,6 +17,7 @@ from koordlet.executor import Executor
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.metrics import KoordletMetrics
 from koordlet.nodemetric import build_status, duration_text
+from koordlet.qosmanager.audit import Action, AuditTrail
 from koordlet.server import StatusServer
 from koordlet.states.pods import PodStore
 from koordlet.states.topology import Topology
@@ -171,3 +172,165 @@ def test_koordctl_says_clearly_when_koordlet_is_not_there(
 ) -> None:
     assert ctl.main(["top", "--once", "--addr", "127.0.0.1:1"]) == 1
     assert "cannot reach koordlet at 127.0.0.1:1" in capsys.readouterr().err
+
+
+# -- explain ----------------------------------------------------------------------------------
+
+
+def explained_audit() -> AuditTrail:
+    """An evicted BE pod, a BE-wide cpuset, an LS-wide schemata, an action on web itself."""
+    audit = AuditTrail()
+    audit.record(
+        Action(
+            NOW - 5,
+            "CPUSuppress",
+            "cpuset",
+            "kubepods/besteffort",
+            "0-3",
+            "suppress: capacity 2 x 65% - LS usage 0.50 = 0.80 cores",
+            scope="BE",
+        )
+    )
+    audit.record(
+        Action(
+            NOW - 4,
+            "ResctrlReconcile",
+            "schemata",
+            "resctrl/LS",
+            "L3:0=fff",
+            "LS class cat 0-100%",
+            scope="LS",
+        )
+    )
+    audit.record(
+        Action(
+            NOW - 3,
+            "MemoryEvict",
+            "evict",
+            "default/job",
+            "BEMemoryEvict",
+            "node memory 80% >= threshold 70%: release 80% - 68% of 8.0 GiB = 983 MiB",
+            pod_uid="u-job",
+        )
+    )
+    audit.record(
+        Action(
+            NOW - 2,
+            "CgroupReconcile",
+            "memory.min",
+            "kubepods/podu-web",
+            "0",
+            "memoryQOS off",
+            pod_uid="u-web",
+        )
+    )
+    audit.status("MemoryEvict", "node memory 80% >= threshold 70%", NOW - 3)
+    audit.status("CPUSuppress", "BE gets 0-3", NOW - 5)
+    return audit
+
+
+def explain_views(tmp_path: Path, audit: AuditTrail) -> KoordletViews:
+    pods = store()
+    other = api.PodSandbox(id="u-web2", name="web", uid="u-web2", namespace="shop")
+    other.linux.cgroup_parent = "/kubepods/besteffort/podu-web2"
+    pods.put_pod(other)
+    return KoordletViews(
+        node_name="node-1",
+        pods=pods,
+        cache=cache(),
+        executor=Executor(tmp_path),
+        topology=Topology(frozenset({0, 1}), {0: frozenset({0, 1})}, {0: 0}, 8 << 30),
+        kernel=KernelFeatures(),
+        health=dict,
+        audit=audit,
+        clock=lambda: NOW + 1,
+    )
+
+
+def test_explain_finds_a_pod_by_uid_namespace_name_or_name(tmp_path: Path) -> None:
+    views = explain_views(tmp_path, explained_audit())
+
+    for key in ("u-job", "default/job", "job"):
+        found = views.explain(key)
+        assert found is not None, key
+        assert (found["uid"], found["name"], found["qos"]) == ("u-job", "job", "BE")
+    shop = views.explain("shop/web")
+    assert shop is not None and shop["uid"] == "u-web2"
+    default = views.explain("default/web")
+    assert default is not None and default["uid"] == "u-web"
+    assert views.explain("nope") is None
+    assert views.explain("shop/job") is None
+
+
+def test_explain_lists_the_pods_actions_and_those_of_its_class_only(tmp_path: Path) -> None:
+    views = explain_views(tmp_path, explained_audit())
+
+    job = views.explain("job")
+    assert job is not None
+    assert [(a["strategy"], a["kind"]) for a in job["actions"]] == [
+        ("CPUSuppress", "cpuset"),
+        ("MemoryEvict", "evict"),
+    ]
+    evict = job["actions"][1]
+    assert evict["pod_uid"] == "u-job" and "983 MiB" in evict["reason"]
+    assert job["strategies"] == {
+        "CPUSuppress": {"ts": NOW - 5, "text": "BE gets 0-3"},
+        "MemoryEvict": {"ts": NOW - 3, "text": "node memory 80% >= threshold 70%"},
+    }
+
+    # shop/web has no class label but is Kubernetes BestEffort: the BE cpuset is about it too
+    shop = views.explain("shop/web")
+    assert shop is not None and shop["qos"] == "none"
+    assert [a["kind"] for a in shop["actions"]] == ["cpuset"]
+
+    web = views.explain("default/web")
+    assert web is not None
+    assert [(a["strategy"], a["target"]) for a in web["actions"]] == [
+        ("ResctrlReconcile", "resctrl/LS"),
+        ("CgroupReconcile", "kubepods/podu-web"),
+    ]
+
+
+@pytest.fixture
+def explain_server(tmp_path: Path) -> Iterator[StatusServer]:
+    views = explain_views(tmp_path, explained_audit())
+    srv = StatusServer("127.0.0.1", 0, KoordletMetrics("node-1").registry, views)
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def test_explain_api(explain_server: StatusServer) -> None:
+    found = get(explain_server, "/api/v1/explain?pod=default%2Fjob")
+    assert found["uid"] == "u-job"
+    assert [a["kind"] for a in found["actions"]] == ["cpuset", "evict"]
+
+    with pytest.raises(urllib.error.HTTPError) as err:
+        get(explain_server, "/api/v1/explain?pod=nope")
+    assert err.value.code == 404
+    assert json.loads(err.value.read()) == {"error": "no pod 'nope' on this node"}
+
+    for path in ("/api/v1/explain", "/api/v1/explain?pod="):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            get(explain_server, path)
+        assert err.value.code == 400
+        assert "pod is required" in json.loads(err.value.read())["error"]
+
+
+def test_koordctl_explain_renders_the_reasons(
+    explain_server: StatusServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    addr = f"127.0.0.1:{explain_server.port}"
+
+    assert ctl.main(["explain", "default/job", "--addr", addr]) == 0
+    out = capsys.readouterr().out
+    assert "pod default/job (uid u-job)" in out
+    assert "because node memory 80% >= threshold 70%: release 80% - 68% of 8.0 GiB" in out
+    assert "MemoryEvict: node memory 80% >= threshold 70%" in out
+    assert "resctrl/LS" not in out
+
+    assert ctl.main(["explain", "u-job", "--addr", addr, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "job"
+
+    assert ctl.main(["explain", "nope", "--addr", addr]) == 1
+    assert "no pod 'nope' on this node" in capsys.readouterr().err

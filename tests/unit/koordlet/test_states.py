@@ -67,6 +67,17 @@ def test_a_bare_spec_in_json_parses() -> None:
     assert config.spec.cpu_qos(QoSClass.LS).enable
 
 
+def test_node_allocatable_parses_cpu_in_milli_cores_and_the_rest_in_units() -> None:
+    text = "node: {allocatable: {cpu: '7500m', memory: 16Gi, kubernetes.io/batch-cpu: 3000}}"
+    config = parse_node_config(text)
+    assert config.allocatable == {
+        "cpu": 7500,
+        "memory": 16 << 30,
+        "kubernetes.io/batch-cpu": 3000,
+    }
+    assert parse_node_config("{}").allocatable == {}
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -77,6 +88,9 @@ def test_a_bare_spec_in_json_parses() -> None:
             "node.koordinator.sh/reservation",
             id="bad-node-annotation",
         ),
+        pytest.param("node: {allocatable: {cpu: lots}}", "node.allocatable.cpu", id="bad-qty"),
+        pytest.param("node: {allocatable: {memory: -1Gi}}", "must not be negative", id="neg"),
+        pytest.param("node: {allocatable: [cpu]}", "node.allocatable", id="not-a-map"),
         pytest.param(
             "resourceQOSStrategy: {beClass: {cpuQOS: {groupIdentity: 7}}}",
             "spec.resourceQOSStrategy.beClass.cpuQOS.groupIdentity",
@@ -160,6 +174,15 @@ def test_pod_store_tracks_containers_and_pinned_changes() -> None:
     assert [k.request.name for k in pods] == ["a"]
 
 
+def test_synchronize_leaves_out_stopped_containers() -> None:
+    pods = PodStore()
+    running = api.Container(id="c1", pod_sandbox_id="a", name="app", state=api.CONTAINER_RUNNING)
+    stopped = api.Container(id="c2", pod_sandbox_id="a", name="old", state=api.CONTAINER_STOPPED)
+    pods.replace_all([_pod("a", "BE")], [running, stopped])
+    (known,) = list(pods)
+    assert list(known.containers) == ["c1"]
+
+
 def test_topology_reads_cpus_numa_nodes_and_memory(tmp_path: Path) -> None:
     cpu = tmp_path / "sys" / "devices" / "system" / "cpu"
     cpu.mkdir(parents=True)
@@ -168,9 +191,11 @@ def test_topology_reads_cpus_numa_nodes_and_memory(tmp_path: Path) -> None:
         node = tmp_path / "sys" / "devices" / "system" / "node" / f"node{n}"
         node.mkdir(parents=True)
         (node / "cpulist").write_text(cpus + "\n")
-        pkg = cpu / f"cpu{2 * n}" / "topology"
-        pkg.mkdir(parents=True)
-        (pkg / "physical_package_id").write_text(f"{n}\n")
+        for c in (2 * n, 2 * n + 1):
+            pkg = cpu / f"cpu{c}" / "topology"
+            pkg.mkdir(parents=True)
+            (pkg / "physical_package_id").write_text(f"{n}\n")
+            (pkg / "core_id").write_text(f"{c // 2}\n")  # two threads per core
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "meminfo").write_text("MemTotal:       2048 kB\nMemFree: 1 kB\n")
 
@@ -180,3 +205,18 @@ def test_topology_reads_cpus_numa_nodes_and_memory(tmp_path: Path) -> None:
     assert topo.numa == {0: frozenset({0, 1}), 1: frozenset({2, 3})}
     assert topo.socket_of_node == {0: 0, 1: 1}
     assert topo.memory_bytes == 2048 * 1024
+    assert [(p.cpu, p.core, p.socket, p.node) for p in topo.processors] == [
+        (0, 0, 0, 0),
+        (1, 0, 0, 0),
+        (2, 1, 1, 1),
+        (3, 1, 1, 1),
+    ]
+
+
+def test_unknown_topology_gives_one_core_per_cpu() -> None:
+    topo = Topology(frozenset({0, 1, 2}), {0: frozenset({0, 1}), 1: frozenset({2})}, {0: 0, 1: 1})
+    assert [(p.cpu, p.core, p.socket, p.node) for p in topo.processor_list()] == [
+        (0, 0, 0, 0),
+        (1, 1, 0, 0),
+        (2, 2, 1, 1),
+    ]

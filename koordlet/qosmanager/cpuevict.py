@@ -1,0 +1,211 @@
+"""CPUEvict: evict when best-effort pods are starved of CPU for long, or the node is too busy.
+
+* BECPUEvict (satisfaction): over the window (``cpuEvictTimeWindowSeconds``, at least one
+  collect interval) the BE pods' usage, request and real limit are averaged from
+  ``node_be{be_resource=cpu}``; the average counts only with samples covering a third of the
+  window. When BE usage is at least ``cpuEvictBEUsageThresholdPercent`` (90) of the limit and
+  the satisfaction limit/request is at most ``cpuEvictBESatisfactionLowerPercent``, the
+  release is request x (upper% - satisfaction), taking the smaller of the windowed and the
+  current figure. With ``cpuEvictPolicy: evictByAllocatable`` the limit is the node's
+  allocatable batch-cpu. Victims: BE pods by spec.priority ascending, then usage/request
+  descending; each gives back its batch-cpu request.
+* CPUEvict (node usage): average node CPU at or above ``cpuEvictThresholdPercent`` releases
+  capacity x (usage% - lower%), lower = ``cpuEvictLowerPercent`` or threshold - 2, from pods
+  that opted in (generic order); each gives back its CPU usage.
+
+Both need ``resourceUsedThresholdWithBE.enable``; after an eviction the strategy rests for
+``--cpu-evict-cool-time-seconds`` (20 s).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from koordapi import keys
+from koordapi.errors import ModelError
+from koordapi.features import FeatureGates
+from koordlet.qosmanager.eviction import (
+    Candidate,
+    Evictor,
+    EvictTask,
+    eviction_allowed,
+    generic_order,
+    run_tasks,
+)
+from koordlet.qosmanager.framework import Context, is_be, pod_labels
+from runtimehooks.hooks.batchresource import extended_resources
+
+NAME = "CPUEvict"
+FEATURES = ("BECPUEvict", "CPUEvict")
+BE_USAGE_THRESHOLD_PERCENT = 90
+SATISFACTION_LOWER_MAX = 60
+SATISFACTION_UPPER_MAX = 100
+RELEASE_BUFFER_PERCENT = 2
+
+
+def batch_cpu_request(candidate: Candidate) -> int:
+    return candidate.cpu_request_milli
+
+
+def satisfaction_release(request: float, limit: float, lower: int, upper: int) -> int:
+    """Milli-cores to release so that limit/request rises back to ``upper``%; 0 if none."""
+    if request <= 0:
+        return 0
+    satisfaction = limit / request
+    if satisfaction > lower / 100:
+        return 0
+    gap = upper / 100 - satisfaction
+    return int(request * gap) if gap > 0 else 0
+
+
+def usage_high_enough(usage: float, limit: float, threshold: int | None) -> bool:
+    if limit < 1000:  # under one core everything looks saturated; do not trust the ratio
+        return True
+    return usage / limit >= (BE_USAGE_THRESHOLD_PERCENT if threshold is None else threshold) / 100
+
+
+class CPUEvict:
+    name = NAME
+
+    def __init__(
+        self,
+        evictor: Evictor,
+        *,
+        interval: float = 1.0,
+        cool_down: float = 20.0,
+        collect_interval: float = 1.0,
+    ) -> None:
+        self.evictor = evictor
+        self.interval = interval
+        self.cool_down = cool_down
+        self.collect_interval = collect_interval
+        self.last_eviction = float("-inf")
+
+    def enabled(self, gates: FeatureGates) -> bool:
+        return any(gates.enabled(f) for f in FEATURES)
+
+    def run(self, ctx: Context) -> None:
+        if ctx.now < self.last_eviction + self.cool_down:
+            ctx.status(NAME, "cooling down after an eviction")
+            return
+        config = ctx.rules.slo.threshold
+        if not config.get("enable"):
+            ctx.status(NAME, "off: resourceUsedThresholdWithBE.enable is false")
+            return
+        window = max(self.collect_interval, float(config.get("cpuEvictTimeWindowSeconds") or 0))
+        tasks: list[EvictTask] = []
+        notes: list[str] = []
+        for feature, build in (("BECPUEvict", self._be_task), ("CPUEvict", self._node_task)):
+            if ctx.rules.gates.enabled(feature):
+                task = build(ctx, config, window)
+                if isinstance(task, str):
+                    notes.append(f"{feature}: {task}")
+                else:
+                    tasks.append(task)
+        if not tasks:
+            ctx.status(NAME, "; ".join(notes) or "no feature enabled")
+            return
+        # first: a failed eviction's status must not be overwritten
+        ctx.status(NAME, "; ".join(t.reason for t in tasks))
+        if run_tasks(ctx, self.evictor, NAME, tasks):
+            self.last_eviction = ctx.now
+
+    def _candidates(self, ctx: Context) -> list[Candidate]:
+        found = []
+        for known in ctx.pods:
+            if not known.containers:
+                continue
+            used = ctx.last("pod_cpu_usage", pod_labels(known))
+            request = 0
+            try:
+                spec = extended_resources(known.request) or {}
+            except ModelError:  # one pod's bad annotation must not stop eviction for all
+                spec = {}
+            for resources in spec.values():
+                value = resources.requests.get(keys.BATCH_CPU)
+                request += max(0, math.ceil(value)) if value is not None else 0
+            found.append(Candidate(known, cpu_used_milli=int((used or 0) * 1000),
+                                   cpu_request_milli=request))  # fmt: skip
+        return found
+
+    def _be_window(self, ctx: Context, window: float) -> tuple[dict[str, float], bool]:
+        """Averages and current values of BE usage/request/real-limit; valid flag."""
+        values: dict[str, float] = {}
+        valid = True
+        for allocation in ("usage", "request", "real-limit"):
+            labels = {"be_resource": "cpu", "be_allocation": allocation}
+            agg = ctx.window("node_be", window, labels)
+            if agg is None or agg.count * self.collect_interval < window / 3:
+                valid = False
+                continue
+            values[allocation] = agg.avg
+            values[f"current-{allocation}"] = agg.last
+        return values, valid
+
+    def _be_task(self, ctx: Context, config: Mapping[str, Any], window: float) -> EvictTask | str:
+        lower = config.get("cpuEvictBESatisfactionLowerPercent")
+        upper = config.get("cpuEvictBESatisfactionUpperPercent")
+        if lower is None or upper is None:
+            return "cpuEvictBESatisfactionLowerPercent and UpperPercent must be set"
+        if not (0 < lower <= SATISFACTION_LOWER_MAX and 0 < upper < SATISFACTION_UPPER_MAX):
+            return f"satisfaction bounds {lower}%/{upper}% are outside (0,60] and (0,100)"
+        if upper < lower:
+            return f"satisfaction upper {upper}% is below lower {lower}%"
+        values, valid = self._be_window(ctx, window)
+        if not valid:
+            return f"not enough BE CPU samples in the last {window:g}s"
+        usage_threshold = config.get("cpuEvictBEUsageThresholdPercent")
+        by_allocatable = config.get("cpuEvictPolicy") == "evictByAllocatable"
+        releases = []
+        for prefix in ("", "current-"):
+            limit = values[f"{prefix}real-limit"]
+            if by_allocatable:
+                limit = float(ctx.node.allocatable.get(keys.BATCH_CPU, 0) or 1)
+            usage, request = values[f"{prefix}usage"], values[f"{prefix}request"]
+            if not usage_high_enough(usage, limit, usage_threshold):
+                return f"BE usage {usage:.0f}m is under the threshold of limit {limit:.0f}m"
+            releases.append(satisfaction_release(request, limit, lower, upper))
+        release = min(releases)
+        if release <= 0:
+            return "BE satisfaction is above the lower bound"
+        request, limit = values["request"], values["real-limit"]
+        reason = (
+            f"BECPUEvict: BE satisfaction {limit:.0f}m/{request:.0f}m <= {lower}%:"
+            f" release request x ({upper}% - satisfaction) = {release}m"
+        )
+        be = [c for c in self._candidates(ctx) if is_be(c.known)]
+        be.sort(key=lambda c: c.cpu_used_milli / c.cpu_request_milli if c.cpu_request_milli else 0,
+                reverse=True)  # fmt: skip
+        inputs: dict[str, float | str] = {k: round(v, 1) for k, v in values.items()}
+        return EvictTask("BECPUEvict", release, be, batch_cpu_request, "batch-cpu-request",
+                         reason, inputs)  # fmt: skip
+
+    def _node_task(self, ctx: Context, config: Mapping[str, Any], window: float) -> EvictTask | str:
+        threshold = config.get("cpuEvictThresholdPercent")
+        limit = config.get("evictEnabledPriorityThreshold")
+        if threshold is None or limit is None:
+            return "cpuEvictThresholdPercent and evictEnabledPriorityThreshold must be set"
+        lower = config.get("cpuEvictLowerPercent")
+        lower = threshold - RELEASE_BUFFER_PERCENT if lower is None else lower
+        if lower >= threshold:
+            return f"cpuEvictLowerPercent {lower} must be under the threshold {threshold}"
+        agg = ctx.window("node_cpu_usage", window)
+        capacity = ctx.node.cpu_milli
+        if agg is None or capacity <= 0:
+            return "node CPU usage is stale or missing"
+        percent = int(agg.avg * 1000) * 100 // capacity
+        if percent < threshold:
+            return f"node CPU {percent}% < threshold {threshold}%"
+        release = capacity * (percent - lower) // 100
+        reason = (
+            f"CPUEvict: node CPU {percent}% >= threshold {threshold}%:"
+            f" release {percent}% - {lower}% of {capacity / 1000:g} cores = {release}m"
+        )
+        allowed = [
+            c for c in self._candidates(ctx) if eviction_allowed(c.known, "CPUEvict", int(limit))
+        ]
+        ordered = generic_order(allowed, lambda c: c.cpu_used_milli)
+        return EvictTask("CPUEvict", release, ordered, lambda c: c.cpu_used_milli, "cpu-used",
+                         reason, {"usage_percent": percent, "release_milli": release})  # fmt: skip

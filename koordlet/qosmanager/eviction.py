@@ -1,0 +1,239 @@
+"""Evicting pods to give memory or CPU back: candidates, their order, and who does the work.
+
+An eviction strategy builds one ``EvictTask`` per enabled feature (BEMemoryEvict, ...): how
+much to release, the candidates in eviction order and what each one gives back. ``run_tasks``
+walks the tasks in order, evicting candidates until each task's amount is released; a pod
+evicted for one task counts for the next ones too, and a pod evicted earlier that is still
+terminating counts as released without being evicted again.
+
+The ``Evictor`` does the eviction with a backend: standalone koordlet stops the pod's
+containers through CRI (``StopContainers``; Koordinator's default, ``--only-evict-by-api``
+false); in a cluster the Eviction API asks the API server, which honours PodDisruptionBudgets
+(``EvictByAPI``). Each eviction is an audit action with its reason, a log line and a metric.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from koordapi import keys
+from koordlet.executor.cri import CRIError, CRIRuntime
+from koordlet.executor.kubeapi import EvictionAPI, EvictionResult
+from koordlet.metrics import KoordletMetrics
+from koordlet.qosmanager.audit import Action
+from koordlet.qosmanager.framework import Context
+from koordlet.states.pods import KnownPod
+
+log = logging.getLogger(__name__)
+
+REMEMBER_SECONDS = 120.0  # an evicted pod counts as terminating this long at most
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A pod that may be evicted, with what eviction would give back."""
+
+    known: KnownPod
+    memory_used: int = 0  # bytes
+    cpu_used_milli: int = 0
+    cpu_request_milli: int = 0
+
+    @property
+    def uid(self) -> str:
+        return self.known.request.uid
+
+    @property
+    def name(self) -> str:
+        return self.known.request.name
+
+
+@dataclass
+class EvictTask:
+    feature: str  # "BEMemoryEvict", "CPUEvict", ...
+    to_release: int
+    candidates: Sequence[Candidate]
+    amount: Callable[[Candidate], int]
+    target: str  # what the amount measures: "memory-used", "cpu-used", "batch-cpu-request"
+    reason: str  # why this task exists, with the numbers
+    inputs: dict[str, float | str] = field(default_factory=dict)
+
+
+class EvictionBackend(Protocol):
+    def __call__(self, known: KnownPod, message: str) -> tuple[bool, str]: ...
+
+
+class StopContainers:
+    """Standalone eviction: stop (kill) every container of the pod through CRI."""
+
+    def __init__(self, runtime: CRIRuntime) -> None:
+        self.runtime = runtime
+
+    def __call__(self, known: KnownPod, message: str) -> tuple[bool, str]:
+        if not known.containers:
+            return False, "no running container"
+        problems = []
+        for cid in list(known.containers):
+            try:
+                self.runtime.stop_container(cid, timeout=0)
+            except CRIError as err:
+                problems.append(str(err))
+        if problems:
+            return False, "; ".join(problems)
+        return True, f"stopped {len(known.containers)} containers through CRI"
+
+
+class EvictByAPI:
+    """Cluster eviction through the Eviction API (PodDisruptionBudgets apply)."""
+
+    def __init__(self, api: EvictionAPI) -> None:
+        self.api = api
+
+    def __call__(self, known: KnownPod, message: str) -> tuple[bool, str]:
+        pod = known.request
+        result, detail = self.api.evict(pod.namespace, pod.name, pod.uid)
+        if result is EvictionResult.BLOCKED:
+            return False, f"blocked by a disruption budget: {detail}"
+        if result is EvictionResult.FAILED:
+            return False, detail
+        return True, f"eviction {result.value}: {detail}"
+
+
+class Evictor:
+    """Evicts through a backend and remembers victims until they are gone."""
+
+    def __init__(self, backend: EvictionBackend, metrics: KoordletMetrics | None = None) -> None:
+        self.backend = backend
+        self.metrics = metrics
+        self._evicted: dict[str, float] = {}  # pod uid → when
+
+    def is_terminating(self, candidate: Candidate, now: float) -> bool:
+        """Evicted before, still has containers, and not longer ago than we wait."""
+        when = self._evicted.get(candidate.uid)
+        if when is None:
+            return False
+        if now - when > REMEMBER_SECONDS or not candidate.known.containers:
+            self._evicted.pop(candidate.uid, None)  # another strategy's thread may be first
+            return False
+        return True
+
+    def evict(self, ctx: Context, strategy: str, task: EvictTask, candidate: Candidate) -> bool:
+        pod = candidate.known.request
+        amount = task.amount(candidate)
+        reason = f"{task.reason}; victim gives back {_show(task.target, amount)}"
+        ok, detail = self.backend(candidate.known, reason)
+        if not ok:
+            log.warning("cannot evict pod %s for %s: %s", pod.key, task.feature, detail)
+            ctx.status(strategy, f"eviction of {pod.key} failed: {detail}")
+            return False
+        self._evicted[pod.uid] = ctx.now
+        if self.metrics is not None:
+            self.metrics.pod_evictions.labels(self.metrics.node, task.feature).inc()
+        ctx.record(
+            Action(
+                ctx.now,
+                strategy,
+                "evict",
+                pod.key,
+                task.feature,
+                f"{reason} ({detail})",
+                pod_uid=pod.uid,
+                inputs=dict(task.inputs),
+            )
+        )
+        return True
+
+
+def run_tasks(ctx: Context, evictor: Evictor, strategy: str, tasks: Sequence[EvictTask]) -> bool:
+    """Evict for each task in order until it is satisfied; True if anyone was evicted now."""
+    released: dict[str, int] = {}
+    counted: set[str] = set()
+    evicted_now = False
+
+    def give_back(candidate: Candidate) -> None:
+        # What a victim releases, per measure: the largest any task credits it with.
+        per_target: dict[str, int] = {}
+        for task in tasks:
+            per_target[task.target] = max(per_target.get(task.target, 0), task.amount(candidate))
+        for target, amount in per_target.items():
+            released[target] = released.get(target, 0) + amount
+
+    for task in tasks:
+        for candidate in task.candidates:
+            if released.get(task.target, 0) >= task.to_release:
+                break
+            if candidate.uid in counted:
+                continue
+            if evictor.is_terminating(candidate, ctx.now):
+                counted.add(candidate.uid)  # still going away: do not evict anyone for it
+                give_back(candidate)
+            elif evictor.evict(ctx, strategy, task, candidate):
+                counted.add(candidate.uid)
+                evicted_now = True
+                give_back(candidate)
+        if released.get(task.target, 0) < task.to_release:
+            log.warning(
+                "%s: released %s of %s: not enough candidates",
+                task.feature,
+                _show(task.target, released.get(task.target, 0)),
+                _show(task.target, task.to_release),
+            )
+    return evicted_now
+
+
+# -- eligibility and order of the generic (non-BE) variants ------------------------------------
+
+
+def _int_value(text: str | None) -> int | None:
+    try:
+        return None if text is None else int(text)
+    except ValueError:
+        return None
+
+
+def pod_priority(known: KnownPod) -> int | None:
+    """spec.priority. The runtime does not pass it, so standalone mode does not know it."""
+    return None
+
+
+def eviction_allowed(known: KnownPod, feature: str, priority_threshold: int) -> bool:
+    """Koordinator's opt-in for the node-usage variants: the eviction-enabled label, a known
+    priority not above the threshold, and (if set) the feature in the pod's eviction policy."""
+    pod = known.request
+    if pod.labels.get(keys.LABEL_EVICTION_ENABLED) != "true" or not known.containers:
+        return False
+    priority = pod_priority(known)
+    if priority is None or priority > priority_threshold:
+        return False
+    policy = pod.annotations.get(keys.ANNOTATION_EVICTION_POLICY)
+    if policy is None:
+        return True
+    try:
+        allowed = json.loads(policy)
+    except ValueError:
+        return False  # a policy we cannot read allows nothing
+    return isinstance(allowed, list) and feature in allowed
+
+
+def generic_order(candidates: list[Candidate], used: Callable[[Candidate], int]) -> list[Candidate]:
+    """eviction-priority annotation, spec.priority, priority label ascending; usage descending."""
+
+    def key(c: Candidate) -> tuple[int, int, int, int]:
+        pod = c.known.request
+        return (
+            _int_value(pod.annotations.get(keys.ANNOTATION_EVICTION_PRIORITY)) or 0,
+            pod_priority(c.known) or 0,
+            _int_value(pod.labels.get(keys.LABEL_PRIORITY)) or 0,
+            -used(c),
+        )
+
+    return sorted(candidates, key=key)
+
+
+def _show(target: str, amount: int) -> str:
+    if target.startswith("memory"):
+        return f"{amount / (1 << 20):.0f} MiB"
+    return f"{amount / 1000:.2f} cores"

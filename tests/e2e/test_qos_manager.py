@@ -1,0 +1,165 @@
+"""The QoS manager on the real containerd: batch work yields CPU and memory to services.
+
+* CPU suppress: an LS container burning every CPU makes the BE containers' cpuset shrink, and
+  it grows back once the burner stops.
+* Memory eviction: a BE container allocating memory past a low threshold is stopped through
+  CRI while the LS container keeps running.
+
+Each test prints the koordlet log lines of the QoS actions (``-s`` shows them): the README's
+"how batch work yields" trace comes from these runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from koordapi import keys
+from koordlet.ctl import render_explain
+from tests.e2e.harness.cri import ContainerSpec, PodSpec
+from tests.e2e.harness.koordlet import KoordletProcess
+from tests.e2e.harness.node import Node
+
+CHUNK = 64 << 20  # the memory hog allocates in 64 MiB strings
+RUNNING, EXITED = 1, 2  # CRI ContainerState
+
+
+def cpu_set(text: str | None) -> set[int]:
+    cpus: set[int] = set()
+    for part in (text or "").split(","):
+        if part.strip():
+            lo, _, hi = part.strip().partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def wait_for(
+    condition: Callable[[], bool], timeout: float, what: str, log: Callable[[], str]
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"{what} not reached in {timeout}s; koordlet log tail:\n{log()[-3000:]}")
+
+
+def qos_lines(koordlet: KoordletProcess) -> list[str]:
+    return [line for line in koordlet.log_text().splitlines() if "qos action" in line]
+
+
+def explain(koordlet: KoordletProcess, pod: str) -> dict[str, Any]:
+    url = f"http://127.0.0.1:{koordlet.port}/api/v1/explain?pod={pod}"
+    with urllib.request.urlopen(url, timeout=5) as reply:
+        return dict(json.loads(reply.read()))
+
+
+def be_pod() -> PodSpec:
+    return PodSpec.new(qos="besteffort", labels={keys.LABEL_QOS_CLASS: "BE"})
+
+
+def ls_pod() -> PodSpec:
+    return PodSpec.new(qos="burstable", labels={keys.LABEL_QOS_CLASS: "LS"})
+
+
+def test_busy_ls_pod_shrinks_the_be_cpuset_and_it_grows_back(node: Node) -> None:
+    cpus = len(os.sched_getaffinity(0))
+    # Threshold 100%: BE may use what LS and the system leave. With the burner on every CPU
+    # that is nothing, so BE keeps the floor of one CPU (Koordinator's floor is 2; this
+    # machine may have only 2).
+    slo = (
+        "resourceUsedThresholdWithBE:\n"
+        "  enable: true\n"
+        "  cpuSuppressPolicy: cpuset\n"
+        "  cpuSuppressThresholdPercent: 100\n"
+    )
+    with KoordletProcess(node, node_slo=slo, args=("--cpu-suppress-min-cpus", "1")) as koordlet:
+        be_id = node.run_pod(be_pod())
+        be_cid = node.run_container(be_id, ContainerSpec("batch"))
+        all_cpus = cpu_set(node.container_values(be_id, be_cid).cpuset_cpus)
+        assert len(all_cpus) == cpus
+
+        ls_id = node.run_pod(ls_pod())
+        # The burner idles first: creating pods is itself busy work on a small node, and the
+        # BE cpuset must be whole again (and the LS pod have usage samples) before the LS load
+        # starts, so that the shrink below is caused by the LS pod alone.
+        loops = " ".join(["(while :; do :; done) &"] * cpus)
+        burner = node.run_container(
+            ls_id, ContainerSpec("burner", command=["/bin/sh", "-c", f"sleep 10; {loops} wait"])
+        )
+
+        def be_cpus() -> set[int]:
+            return cpu_set(node.container_values(be_id, be_cid).cpuset_cpus)
+
+        wait_for(
+            lambda: be_cpus() == all_cpus, 9, "BE cpuset whole before the load", koordlet.log_text
+        )
+        settled = len(qos_lines(koordlet))
+        wait_for(lambda: len(be_cpus()) == 1, 30, "BE cpuset shrunk to 1 CPU", koordlet.log_text)
+        assert len(cpu_set(node.pod_values(be_id).cpuset_cpus)) == 1
+        shrink = [line for line in qos_lines(koordlet)[settled:] if "kind=cpuset" in line][-1]
+        assert "suppress: capacity" in shrink and "-> 1 CPUs" in shrink
+        ls_used = float(shrink.split("LS usage ")[1].split()[0])
+        assert ls_used > 0.5  # the burner is counted as the LS pod's usage
+        why = explain(koordlet, node.pods[be_id].uid)
+        actions = why["actions"]
+        assert isinstance(actions, list) and actions[-1]["kind"] == "cpuset"
+        assert actions[-1]["reason"] in shrink
+        print("\n" + render_explain(why))
+
+        node.cri.stop_container(burner)
+        wait_for(lambda: be_cpus() == all_cpus, 60, "BE cpuset back to all CPUs", koordlet.log_text)
+        assert cpu_set(node.pod_values(be_id).cpuset_cpus) == all_cpus
+        print("\n".join(qos_lines(koordlet)))
+
+
+def meminfo() -> tuple[int, int]:
+    """(total, used) bytes as the node collector measures them: MemTotal - MemAvailable."""
+    values = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        name, value = line.split(":", 1)
+        values[name] = int(value.split()[0]) * 1024
+    return values["MemTotal"], values["MemTotal"] - values["MemAvailable"]
+
+
+def test_be_memory_hog_is_evicted_and_the_ls_pod_keeps_running(node: Node) -> None:
+    total, used = meminfo()
+    threshold = math.floor(used * 100 / total) + 2  # at least a full percent above now
+    target = (threshold + 1.5) / 100 * total  # the hog takes the node 1.5% past it
+    chunks = max(1, math.ceil((target - used) / CHUNK))
+    slo = (
+        "resourceUsedThresholdWithBE:\n"
+        "  enable: true\n"
+        f"  memoryEvictThresholdPercent: {threshold}\n"
+    )
+    args = ("--feature-gates", "BEMemoryEvict=true")
+    with KoordletProcess(node, node_slo=slo, args=args) as koordlet:
+        ls_id = node.run_pod(ls_pod())
+        ls_cid = node.run_container(ls_id, ContainerSpec("service"))
+        be_id = node.run_pod(be_pod())
+        hog_program = (
+            'BEGIN { c = "x"; while (length(c) < 67108864) c = c c;'
+            f" for (i = 0; i < {chunks}; i++) a[i] = c i;"
+            ' c = ""; system("sleep 100000") }'
+        )
+        hog = node.run_container(be_id, ContainerSpec("hog", command=["/bin/awk", hog_program]))
+
+        def state(cid: str) -> int:
+            return int(node.cri.container_status(cid).status.state)
+
+        wait_for(lambda: state(hog) == EXITED, 90, "the BE hog stopped", koordlet.log_text)
+        assert state(ls_cid) == RUNNING  # the service was never touched
+        evictions = [line for line in qos_lines(koordlet) if "kind=evict" in line]
+        assert len(evictions) == 1, evictions
+        assert "BEMemoryEvict" in evictions[0] and f">= threshold {threshold}%" in evictions[0]
+        assert koordlet.metric("koordlet_pod_eviction_total", reason="BEMemoryEvict") == 1
+        time.sleep(6)  # past the cool-down: the stopped pod is not evicted again
+        assert len([line for line in qos_lines(koordlet) if "kind=evict" in line]) == 1
+        assert state(ls_cid) == RUNNING
+        print("\n".join(qos_lines(koordlet)))

@@ -1,0 +1,446 @@
+"""The shared eviction machinery: run_tasks, the Evictor, its backends, eligibility, order."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from koordapi import keys
+from koordlet.executor.cri import CRIError, CRIRuntime
+from koordlet.executor.kubeapi import EvictionAPI, EvictionResult, KubeCredentials
+from koordlet.metrics import KoordletMetrics
+from koordlet.qosmanager import eviction
+from koordlet.qosmanager.eviction import (
+    REMEMBER_SECONDS,
+    Candidate,
+    EvictByAPI,
+    Evictor,
+    EvictTask,
+    StopContainers,
+    eviction_allowed,
+    generic_order,
+    run_tasks,
+)
+from koordlet.qosmanager.framework import Context
+from koordlet.states.pods import KnownPod
+from runtimehooks.request import ContainerResources
+from tests.unit.koordlet.qosmanager.fakes import NOW, context, known_pod
+
+GIB = 1 << 30
+
+
+class Backend:
+    """Records (pod key, message); refuses the pods named in ``refuse``."""
+
+    def __init__(self, refuse: frozenset[str] = frozenset()) -> None:
+        self.refuse = refuse
+        self.calls: list[tuple[str, str]] = []
+
+    def __call__(self, known: KnownPod, message: str) -> tuple[bool, str]:
+        self.calls.append((known.request.key, message))
+        if known.request.name in self.refuse:
+            return False, "runtime said no"
+        return True, "gone"
+
+    @property
+    def victims(self) -> list[str]:
+        return [key.split("/", 1)[1] for key, _ in self.calls]
+
+
+def mem(name: str, used: int) -> Candidate:
+    return Candidate(known_pod(name, qos="BE", kube="BestEffort"), memory_used=used)
+
+
+def memory_task(feature: str, to_release: int, candidates: Sequence[Candidate]) -> EvictTask:
+    return EvictTask(
+        feature, to_release, candidates, lambda c: c.memory_used, "memory-used", f"{feature} why"
+    )
+
+
+def ctx_at(now: float = NOW) -> Context:
+    return context(now=now)
+
+
+# -- run_tasks --------------------------------------------------------------------------------
+
+
+def test_a_pod_evicted_for_one_task_counts_for_the_next() -> None:
+    a, b, c = mem("a", GIB), mem("b", GIB), mem("c", GIB)
+    backend = Backend()
+    ctx = ctx_at()
+
+    evicted = run_tasks(
+        ctx,
+        Evictor(backend),
+        "MemoryEvict",
+        [
+            memory_task("BEMemoryEvict", GIB, [a]),
+            memory_task("MemoryEvict", GIB * 3 // 2, [a, b, c]),
+        ],
+    )
+
+    # a's gigabyte is already released when MemoryEvict starts: it needs only b on top
+    assert evicted
+    assert backend.victims == ["a", "b"]
+    assert [act.value for act in ctx.audit.recent()] == ["BEMemoryEvict", "MemoryEvict"]
+
+
+def test_a_task_already_satisfied_by_earlier_victims_evicts_nobody() -> None:
+    a, b = mem("a", 2 * GIB), mem("b", GIB)
+    backend = Backend()
+
+    run_tasks(
+        ctx_at(),
+        Evictor(backend),
+        "MemoryEvict",
+        [memory_task("BEMemoryEvict", GIB, [a]), memory_task("MemoryEvict", 2 * GIB, [b])],
+    )
+
+    assert backend.victims == ["a"]
+
+
+def test_a_failed_eviction_moves_on_to_the_next_candidate() -> None:
+    backend = Backend(refuse=frozenset({"a"}))
+    ctx = ctx_at()
+
+    evicted = run_tasks(
+        ctx,
+        Evictor(backend),
+        "MemoryEvict",
+        [memory_task("BEMemoryEvict", GIB, [mem("a", GIB), mem("b", GIB), mem("c", GIB)])],
+    )
+
+    assert evicted
+    assert backend.victims == ["a", "b"]  # a refused: b instead, then enough
+    assert [act.target for act in ctx.audit.recent()] == ["default/b"]
+
+
+def test_nobody_evicted_when_every_eviction_fails() -> None:
+    backend = Backend(refuse=frozenset({"a", "b"}))
+    ctx = ctx_at()
+
+    evicted = run_tasks(
+        ctx,
+        Evictor(backend),
+        "MemoryEvict",
+        [memory_task("BEMemoryEvict", GIB, [mem("a", GIB), mem("b", GIB)])],
+    )
+
+    assert not evicted
+    assert backend.victims == ["a", "b"]
+    assert ctx.audit.recent() == []
+    assert (
+        "eviction of default/b failed: runtime said no" in ctx.audit.statuses()["MemoryEvict"].text
+    )
+
+
+def test_tasks_with_different_targets_credit_each_victim_per_target() -> None:
+    def cpu(name: str, request: int, used: int) -> Candidate:
+        known = known_pod(name, qos="BE", kube="BestEffort")
+        return Candidate(known, cpu_used_milli=used, cpu_request_milli=request)
+
+    a, b, c = cpu("a", 2000, 300), cpu("b", 500, 400), cpu("c", 500, 900)
+    batch = EvictTask(
+        "BECPUEvict", 1000, [a], lambda x: x.cpu_request_milli, "batch-cpu-request", "be"
+    )
+    used = EvictTask("CPUEvict", 500, [a, b, c], lambda x: x.cpu_used_milli, "cpu-used", "node")
+    backend = Backend()
+
+    run_tasks(ctx_at(), Evictor(backend), "CPUEvict", [batch, used])
+
+    # a gives 2000m of request to BECPUEvict and 300m of usage to CPUEvict; b's 400m is enough
+    assert backend.victims == ["a", "b"]
+
+
+def test_a_pod_still_terminating_counts_and_is_not_evicted_again() -> None:
+    a, b = mem("a", GIB), mem("b", GIB)
+    backend = Backend()
+    evictor = Evictor(backend)
+    assert run_tasks(ctx_at(), evictor, "MemoryEvict", [memory_task("BEMemoryEvict", GIB, [a, b])])
+    assert backend.victims == ["a"]
+
+    # a second later the node still looks short: a is on its way out, so nobody is evicted
+    evicted = run_tasks(
+        ctx_at(NOW + 1), evictor, "MemoryEvict", [memory_task("BEMemoryEvict", GIB, [a, b])]
+    )
+    assert not evicted
+    assert backend.victims == ["a"]
+
+
+def test_is_terminating_forgets_after_120_seconds_or_when_the_containers_are_gone() -> None:
+    a = mem("a", GIB)
+    evictor = Evictor(Backend())
+    assert not evictor.is_terminating(a, NOW)
+    assert evictor.evict(ctx_at(), "MemoryEvict", memory_task("BEMemoryEvict", GIB, [a]), a)
+
+    assert REMEMBER_SECONDS == 120.0  # Koordinator remembers an evicted pod for 2 minutes
+    assert evictor.is_terminating(a, NOW + 119)
+    assert evictor.is_terminating(a, NOW + 120)
+    assert not evictor.is_terminating(a, NOW + 120.5)
+    assert not evictor.is_terminating(a, NOW + 1)  # forgotten for good
+
+    b = mem("b", GIB)
+    assert evictor.evict(ctx_at(), "MemoryEvict", memory_task("BEMemoryEvict", GIB, [b]), b)
+    b.known.containers.clear()
+    assert not evictor.is_terminating(b, NOW + 1)
+
+
+class VanishingDict(dict[str, float]):
+    """Another strategy's thread forgets the entry right after this one has read it."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = super().get(key, default)
+        self.pop(key, None)
+        return value
+
+
+def test_is_terminating_tolerates_an_entry_forgotten_meanwhile() -> None:
+    # CPUEvict and MemoryEvict share one Evictor and run in different threads
+    a = mem("a", GIB)
+    evictor = Evictor(Backend())
+    evictor._evicted = VanishingDict({a.uid: NOW - 2 * REMEMBER_SECONDS})
+
+    assert not evictor.is_terminating(a, NOW)
+
+
+def test_an_eviction_is_audited_and_counted() -> None:
+    metrics = KoordletMetrics("node1")
+    a = mem("a", 2 * GIB)
+    ctx = ctx_at()
+    task = EvictTask(
+        "BEMemoryEvict",
+        GIB,
+        [a],
+        lambda c: c.memory_used,
+        "memory-used",
+        "node memory 80% >= 70%",
+        {"usage_percent": 80},
+    )
+
+    assert Evictor(Backend(), metrics).evict(ctx, "MemoryEvict", task, a)
+
+    (action,) = ctx.audit.recent()
+    assert action.kind == "evict" and action.pod_uid == "uid-a" and action.target == "default/a"
+    assert action.reason == "node memory 80% >= 70%; victim gives back 2048 MiB (gone)"
+    assert action.inputs == {"usage_percent": 80}
+    labels = {"node": "node1", "reason": "BEMemoryEvict"}
+    assert metrics.registry.get_sample_value("koordlet_pod_eviction_total", labels) == 1.0
+
+
+def test_a_failed_eviction_is_not_counted() -> None:
+    metrics = KoordletMetrics("node1")
+    a = mem("a", GIB)
+    evictor = Evictor(Backend(refuse=frozenset({"a"})), metrics)
+
+    assert not evictor.evict(ctx_at(), "MemoryEvict", memory_task("BEMemoryEvict", GIB, [a]), a)
+
+    labels = {"node": "node1", "reason": "BEMemoryEvict"}
+    assert not metrics.registry.get_sample_value("koordlet_pod_eviction_total", labels)
+    assert not evictor.is_terminating(a, NOW)
+
+
+# -- backends ---------------------------------------------------------------------------------
+
+
+class FakeRuntime(CRIRuntime):
+    def __init__(self, failing: frozenset[str] = frozenset()) -> None:
+        super().__init__(Path("/nonexistent/cri.sock"))
+        self.failing = failing
+        self.stopped: list[tuple[str, int]] = []
+
+    def stop_container(self, container_id: str, timeout: int = 0) -> None:
+        self.stopped.append((container_id, timeout))
+        if container_id in self.failing:
+            raise CRIError(f"StopContainer {container_id}: StatusCode.UNAVAILABLE: down")
+
+
+def two_containers(name: str) -> KnownPod:
+    return known_pod(
+        name, containers={"main": ContainerResources(), "sidecar": ContainerResources()}
+    )
+
+
+def test_stop_containers_kills_every_container_at_once() -> None:
+    runtime = FakeRuntime()
+
+    ok, detail = StopContainers(runtime)(two_containers("p"), "because")
+
+    assert ok
+    assert runtime.stopped == [("p-c0", 0), ("p-c1", 0)]
+    assert detail == "stopped 2 containers through CRI"
+
+
+def test_stop_containers_reports_a_failed_stop_but_tries_them_all() -> None:
+    runtime = FakeRuntime(failing=frozenset({"p-c0"}))
+
+    ok, detail = StopContainers(runtime)(two_containers("p"), "because")
+
+    assert not ok
+    assert [cid for cid, _ in runtime.stopped] == ["p-c0", "p-c1"]
+    assert "p-c0" in detail and "UNAVAILABLE" in detail
+
+
+def test_stop_containers_of_a_pod_without_containers_fails() -> None:
+    known = known_pod("p")
+    known.containers.clear()
+    runtime = FakeRuntime()
+
+    ok, detail = StopContainers(runtime)(known, "because")
+
+    assert not ok
+    assert detail == "no running container"
+    assert runtime.stopped == []
+
+
+class FakeAPI(EvictionAPI):
+    def __init__(self, result: EvictionResult, detail: str) -> None:
+        super().__init__(KubeCredentials("http://127.0.0.1:1"))
+        self.result = result
+        self.detail = detail
+        self.asked: list[tuple[str, str, str]] = []
+
+    def evict(self, namespace: str, name: str, uid: str) -> tuple[EvictionResult, str]:
+        self.asked.append((namespace, name, uid))
+        return self.result, self.detail
+
+
+@pytest.mark.parametrize(
+    ("result", "ok", "text"),
+    [
+        pytest.param(EvictionResult.STARTED, True, "eviction started: HTTP 201", id="started"),
+        pytest.param(EvictionResult.GONE, True, "eviction gone: HTTP 201", id="gone"),
+        pytest.param(
+            EvictionResult.BLOCKED, False, "blocked by a disruption budget: HTTP 201", id="blocked"
+        ),
+        pytest.param(EvictionResult.FAILED, False, "HTTP 201", id="failed"),
+    ],
+)
+def test_evict_by_api_maps_the_result(result: EvictionResult, ok: bool, text: str) -> None:
+    api = FakeAPI(result, "HTTP 201")
+
+    assert EvictByAPI(api)(known_pod("p"), "because") == (ok, text)
+    assert api.asked == [("default", "p", "uid-p")]
+
+
+# -- eligibility of the generic variants ------------------------------------------------------
+
+OPTED_IN = {keys.LABEL_EVICTION_ENABLED: "true"}
+
+
+def with_priority(monkeypatch: pytest.MonkeyPatch, priority: int | None) -> None:
+    monkeypatch.setattr(eviction, "pod_priority", lambda known: priority)
+
+
+def policy(features: object) -> dict[str, str]:
+    return {keys.ANNOTATION_EVICTION_POLICY: json.dumps(features)}
+
+
+def test_standalone_pods_have_no_known_priority_so_none_is_eligible() -> None:
+    known = known_pod("p", labels=OPTED_IN)
+    assert eviction.pod_priority(known) is None
+    assert not eviction_allowed(known, "CPUEvict", 10**9)
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "priority", "allowed"),
+    [
+        pytest.param(OPTED_IN, {}, 5500, True, id="opted-in"),
+        pytest.param(OPTED_IN, {}, 7999, True, id="at-threshold"),
+        pytest.param(OPTED_IN, {}, 8000, False, id="above-threshold"),
+        pytest.param({}, {}, 5500, False, id="no-label"),
+        pytest.param({keys.LABEL_EVICTION_ENABLED: "false"}, {}, 5500, False, id="label-false"),
+        pytest.param(OPTED_IN, policy(["CPUEvict", "MemoryEvict"]), 5500, True, id="in-policy"),
+        pytest.param(OPTED_IN, policy(["MemoryEvict"]), 5500, False, id="not-in-policy"),
+        pytest.param(OPTED_IN, policy([]), 5500, False, id="empty-policy"),
+        pytest.param(OPTED_IN, policy("CPUEvict"), 5500, False, id="policy-not-a-list"),
+        pytest.param(
+            OPTED_IN, {keys.ANNOTATION_EVICTION_POLICY: "[CPUEvict"}, 5500, False, id="malformed"
+        ),
+    ],
+)
+def test_eviction_allowed(
+    monkeypatch: pytest.MonkeyPatch,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    priority: int,
+    allowed: bool,
+) -> None:
+    with_priority(monkeypatch, priority)
+    known = known_pod("p", labels=labels, annotations=annotations)
+
+    assert eviction_allowed(known, "CPUEvict", 7999) is allowed
+
+
+def test_a_pod_without_containers_is_not_eligible(monkeypatch: pytest.MonkeyPatch) -> None:
+    with_priority(monkeypatch, 5500)
+    known = known_pod("p", labels=OPTED_IN)
+    assert eviction_allowed(known, "CPUEvict", 7999)
+    known.containers.clear()
+    assert not eviction_allowed(known, "CPUEvict", 7999)
+
+
+# -- generic order ----------------------------------------------------------------------------
+
+
+def used(name: str, milli: int, **meta: Mapping[str, str]) -> Candidate:
+    return Candidate(
+        known_pod(name, labels=meta.get("labels"), annotations=meta.get("annotations")),
+        cpu_used_milli=milli,
+    )
+
+
+def names(candidates: Sequence[Candidate]) -> list[str]:
+    return [c.name for c in candidates]
+
+
+def test_generic_order_eviction_priority_annotation_first() -> None:
+    def prio(value: str) -> dict[str, str]:
+        return {keys.ANNOTATION_EVICTION_PRIORITY: value}
+
+    pods = [
+        used("two", 9000, annotations=prio("2")),
+        used("one", 10, annotations=prio("1")),
+        used("minus", 10, annotations=prio("-1")),
+    ]
+
+    assert names(generic_order(pods, lambda c: c.cpu_used_milli)) == ["minus", "one", "two"]
+
+
+def test_generic_order_priority_label_ascending_then_usage_descending() -> None:
+    def label(value: str) -> dict[str, str]:
+        return {keys.LABEL_PRIORITY: value}
+
+    pods = [
+        used("p5-small", 100, labels=label("5")),
+        used("p5-big", 900, labels=label("5")),
+        used("p3", 10, labels=label("3")),
+        used("p9", 5000, labels=label("9")),
+    ]
+
+    assert names(generic_order(pods, lambda c: c.cpu_used_milli)) == [
+        "p3",
+        "p5-big",
+        "p5-small",
+        "p9",
+    ]
+
+
+def test_generic_order_by_usage_when_nothing_else_differs() -> None:
+    pods = [used("a", 100), used("b", 300), used("c", 200)]
+
+    assert names(generic_order(pods, lambda c: c.cpu_used_milli)) == ["b", "c", "a"]
+    # the measure is the caller's: by memory instead, all zero, the order is kept
+    assert names(generic_order(pods, lambda c: c.memory_used)) == ["a", "b", "c"]
+
+
+def test_generic_order_uses_the_spec_priority_when_known(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        eviction, "pod_priority", lambda known: 7000 if known.request.name == "mid" else 5000
+    )
+    pods = [used("mid", 10), used("batch", 5)]
+
+    assert names(generic_order(pods, lambda c: c.cpu_used_milli)) == ["batch", "mid"]

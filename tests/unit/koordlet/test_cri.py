@@ -1,0 +1,167 @@
+"""CRIRuntime.stop_container against a real gRPC server on a unix socket.
+
+The request bytes the server receives are decoded with a StopContainerRequest class built from
+a descriptor (CRI's field numbers and types), so the hand encoding is checked by protobuf itself.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from koordlet.executor.cri import CRIError, CRIRuntime, stop_container_request
+
+
+def stop_request_class() -> Any:
+    proto = descriptor_pb2.FileDescriptorProto(
+        name="koordpy_test_cri.proto", package="runtime.v1", syntax="proto3"
+    )
+    msg = proto.message_type.add(name="StopContainerRequest")
+    msg.field.add(
+        name="container_id",
+        number=1,
+        type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+        label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+    )
+    msg.field.add(
+        name="timeout",
+        number=2,
+        type=descriptor_pb2.FieldDescriptorProto.TYPE_INT64,
+        label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return message_factory.GetMessageClass(
+        pool.FindMessageTypeByName("runtime.v1.StopContainerRequest")
+    )
+
+
+StopContainerRequest = stop_request_class()
+
+
+@dataclass
+class Runtime:
+    """A fake runtime: records raw StopContainer requests; ``answer`` may abort."""
+
+    socket: Path
+    requests: list[bytes] = field(default_factory=list)
+    answer: Callable[[grpc.ServicerContext], None] | None = None
+
+    def stop(self, request: bytes, ctx: grpc.ServicerContext) -> bytes:
+        self.requests.append(request)
+        if self.answer is not None:
+            self.answer(ctx)
+        return b""  # StopContainerResponse has no fields
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """tmp_path can be longer than a unix socket path may be (108 bytes)."""
+    folder = Path(tempfile.mkdtemp(dir="/tmp", prefix="cri"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def runtime(short_dir: Path) -> Iterator[Runtime]:
+    fake = Runtime(short_dir / "cri.sock")
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    handler = grpc.method_handlers_generic_handler(
+        "runtime.v1.RuntimeService",
+        {
+            "StopContainer": grpc.unary_unary_rpc_method_handler(
+                fake.stop,
+                request_deserializer=lambda b: b,
+                response_serializer=lambda b: b,
+            )
+        },
+    )
+    server.add_generic_rpc_handlers((handler,))
+    assert server.add_insecure_port(f"unix://{fake.socket}") != 0
+    server.start()
+    yield fake
+    server.stop(None)
+
+
+@pytest.mark.parametrize("timeout", [0, 30, 300])  # 300: a two-byte varint
+def test_stop_container_request_round_trips(runtime: Runtime, timeout: int) -> None:
+    client = CRIRuntime(runtime.socket, deadline=5.0)
+    try:
+        client.stop_container("4f2a9c0d11ee", timeout=timeout)
+    finally:
+        client.close()
+
+    (raw,) = runtime.requests
+    decoded = StopContainerRequest.FromString(raw)
+    assert decoded.container_id == "4f2a9c0d11ee"
+    assert decoded.timeout == timeout
+
+
+def test_the_encoding_matches_protobufs_own() -> None:
+    for cid, timeout in (("abc", 0), ("x" * 200, 7), ("d" * 64, -1)):
+        expected = StopContainerRequest(container_id=cid, timeout=timeout).SerializeToString()
+        assert stop_container_request(cid, timeout) == expected
+
+
+def test_one_channel_serves_several_calls(runtime: Runtime) -> None:
+    client = CRIRuntime(runtime.socket, deadline=5.0)
+    try:
+        client.stop_container("aaa")
+        client.stop_container("bbb", timeout=2)
+    finally:
+        client.close()
+
+    decoded = [StopContainerRequest.FromString(r) for r in runtime.requests]
+    assert [(d.container_id, d.timeout) for d in decoded] == [("aaa", 0), ("bbb", 2)]
+
+
+def test_a_runtime_error_becomes_a_cri_error_naming_the_code(runtime: Runtime) -> None:
+    def not_found(ctx: grpc.ServicerContext) -> None:
+        ctx.abort(grpc.StatusCode.NOT_FOUND, "container 4f2a not found")
+
+    runtime.answer = not_found
+    client = CRIRuntime(runtime.socket, deadline=5.0)
+    try:
+        with pytest.raises(CRIError) as err:
+            client.stop_container("4f2a9c0d11ee55", timeout=0)
+    finally:
+        client.close()
+
+    assert "NOT_FOUND" in str(err.value)
+    assert "container 4f2a not found" in str(err.value)
+    assert "4f2a9c0d11ee" in str(err.value)
+
+
+def test_a_missing_socket_is_a_cri_error(short_dir: Path) -> None:
+    client = CRIRuntime(short_dir / "none.sock", deadline=1.0)
+
+    with pytest.raises(CRIError, match="does not exist"):
+        client.stop_container("abc")
+
+
+def test_a_socket_nobody_listens_on_is_a_cri_error(short_dir: Path) -> None:
+    stale = short_dir / "stale.sock"
+    stale.touch()  # a leftover file: exists, but no server
+    client = CRIRuntime(stale, deadline=1.0)
+    try:
+        with pytest.raises(CRIError, match="UNAVAILABLE"):
+            client.stop_container("abc")
+    finally:
+        client.close()
+
+
+def test_an_empty_container_id_is_refused_before_any_call(runtime: Runtime) -> None:
+    client = CRIRuntime(runtime.socket, deadline=1.0)
+
+    with pytest.raises(CRIError, match="no container id"):
+        client.stop_container("")
+    assert runtime.requests == []
