@@ -34,9 +34,10 @@ from koordlet.collectors.rdma import RDMACollector
 from koordlet.collectors.system import SystemCollector
 from koordlet.executor import Executor, WriteResult
 from koordlet.executor.cri import CRIRuntime
-from koordlet.executor.kubeapi import EvictionAPI, KubeCredentials
+from koordlet.executor.kubeapi import EvictionAPI
 from koordlet.executor.resctrl import RESCTRL_ROOT, Resctrl
 from koordlet.hookserver import HookServer
+from koordlet.kubeclient import KubeClient, KubeCredentials
 from koordlet.metriccache import MetricCache
 from koordlet.metrics import HealthCollector, KoordletMetrics
 from koordlet.qosmanager.audit import Action, AuditTrail
@@ -51,7 +52,7 @@ from koordlet.qosmanager.resctrlreconcile import ResctrlReconcile
 from koordlet.qosmanager.sysconfig import SystemConfig
 from koordlet.reconciling import Reconciler
 from koordlet.server import StatusServer
-from koordlet.states.nodeconfig import NodeConfigFile
+from koordlet.states.nodeconfig import NodeConfigAPI, NodeConfigFile
 from koordlet.states.pods import PodStore
 from koordlet.states.snapshot import build_rules
 from koordlet.states.topology import detect_kernel, read_topology
@@ -130,7 +131,7 @@ class Koordlet:
         self.resctrl = Resctrl(config.resctrl_root)
         self.topology = read_topology(config.sys_root, config.proc_root)
         self.kernel = detect_kernel(config.cgroup_root, self.resctrl)
-        self.node_config = NodeConfigFile(config.node_slo_file)
+        self.node_config = self._node_config_source()
         self.node_config.reload_if_changed()
         self.pods = PodStore()
         self._rules: Rules | None = None
@@ -214,6 +215,15 @@ class Koordlet:
         if self.rdma is not None:
             found.append(self.rdma)
         return found
+
+    def _node_config_source(self) -> NodeConfigFile | NodeConfigAPI:
+        """The NodeSLO file when given; else, inside a cluster, the NodeSLO and Node objects."""
+        if self.config.node_slo_file is None:
+            credentials = KubeCredentials.in_cluster()
+            if credentials is not None:
+                log.info("NodeSLO and node inputs from the API server %s", credentials.server)
+                return NodeConfigAPI(KubeClient(credentials), self.config.node_name)
+        return NodeConfigFile(self.config.node_slo_file)
 
     def _strategies(self) -> list[Strategy]:
         c = self.config
@@ -339,7 +349,7 @@ class Koordlet:
         errors = self.node_config.error
         while True:
             await asyncio.sleep(CONFIG_POLL_SECONDS)
-            if self.node_config.reload_if_changed():
+            if await asyncio.to_thread(self.node_config.reload_if_changed):
                 self.reconciler.wake()
             if self.node_config.error and self.node_config.error != errors:
                 self.metrics.node_config_errors.labels(self.config.node_name).inc()

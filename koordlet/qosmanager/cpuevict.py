@@ -25,14 +25,13 @@ from typing import Any
 
 from koordapi import keys
 from koordapi.errors import ModelError
-from koordapi.features import FeatureGates
 from koordlet.qosmanager.eviction import (
     Candidate,
     Evictor,
+    EvictStrategy,
     EvictTask,
     eviction_allowed,
     generic_order,
-    run_tasks,
 )
 from koordlet.qosmanager.framework import Context, is_be, pod_labels
 from runtimehooks.hooks.batchresource import extended_resources
@@ -66,8 +65,9 @@ def usage_high_enough(usage: float, limit: float, threshold: int | None) -> bool
     return usage / limit >= (BE_USAGE_THRESHOLD_PERCENT if threshold is None else threshold) / 100
 
 
-class CPUEvict:
+class CPUEvict(EvictStrategy):
     name = NAME
+    features = FEATURES
 
     def __init__(
         self,
@@ -77,23 +77,10 @@ class CPUEvict:
         cool_down: float = 20.0,
         collect_interval: float = 1.0,
     ) -> None:
-        self.evictor = evictor
-        self.interval = interval
-        self.cool_down = cool_down
+        super().__init__(evictor, interval=interval, cool_down=cool_down)
         self.collect_interval = collect_interval
-        self.last_eviction = float("-inf")
 
-    def enabled(self, gates: FeatureGates) -> bool:
-        return any(gates.enabled(f) for f in FEATURES)
-
-    def run(self, ctx: Context) -> None:
-        if ctx.now < self.last_eviction + self.cool_down:
-            ctx.status(NAME, "cooling down after an eviction")
-            return
-        config = ctx.rules.slo.threshold
-        if not config.get("enable"):
-            ctx.status(NAME, "off: resourceUsedThresholdWithBE.enable is false")
-            return
+    def tasks(self, ctx: Context, config: Mapping[str, Any]) -> list[EvictTask] | str:
         window = max(self.collect_interval, float(config.get("cpuEvictTimeWindowSeconds") or 0))
         tasks: list[EvictTask] = []
         notes: list[str] = []
@@ -104,13 +91,7 @@ class CPUEvict:
                     notes.append(f"{feature}: {task}")
                 else:
                     tasks.append(task)
-        if not tasks:
-            ctx.status(NAME, "; ".join(notes) or "no feature enabled")
-            return
-        # first: a failed eviction's status must not be overwritten
-        ctx.status(NAME, "; ".join(t.reason for t in tasks))
-        if run_tasks(ctx, self.evictor, NAME, tasks):
-            self.last_eviction = ctx.now
+        return tasks or "; ".join(notes) or "no feature enabled"
 
     def _candidates(self, ctx: Context) -> list[Candidate]:
         found = []

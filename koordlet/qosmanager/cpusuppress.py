@@ -29,11 +29,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from koordapi import annotation, keys
+from koordapi import keys
 from koordapi.annotation import KubeletCPUManagerPolicy
 from koordapi.cgroup import CFS_PERIOD_US, UNLIMITED
 from koordapi.cpuset import format_cpuset, parse_cpuset
-from koordapi.errors import ModelError
 from koordapi.features import FeatureGates
 from koordapi.nodeslo import SUPPRESS_CFS_QUOTA
 from koordapi.qos import KubeQoS, QoSClass
@@ -42,6 +41,7 @@ from koordlet.metrics import KoordletMetrics
 from koordlet.qosmanager.audit import Action
 from koordlet.qosmanager.framework import Context, is_be
 from koordlet.states.pods import kube_qos_dirs
+from koordlet.states.snapshot import pinned_by_class
 from koordlet.states.topology import Processor
 
 NAME = "CPUSuppress"
@@ -143,21 +143,10 @@ def _excluded_cpus(ctx: Context) -> tuple[frozenset[int], frozenset[int], frozen
         reserved = parse_cpuset(node.reservation.reserved_cpus)
     if node.system_qos is not None and node.system_qos.cpuset_exclusive:
         reserved |= parse_cpuset(node.system_qos.cpuset)
-    lse: set[int] = set()
-    lsr: set[int] = set()
-    for known in ctx.pods:
-        text = known.request.annotations.get(keys.ANNOTATION_RESOURCE_STATUS)
-        if not text:
-            continue
-        try:
-            cpus = parse_cpuset(annotation.parse_resource_status(text).cpuset)
-        except ModelError:
-            continue  # the cpuset hook reports a bad annotation for this pod
-        if known.request.qos is QoSClass.LSE:
-            lse |= cpus
-        elif known.request.qos is QoSClass.LSR:
-            lsr |= cpus
-    return reserved, frozenset(lse), frozenset(lsr)
+    pinned = pinned_by_class(ctx.pods)
+    lse = pinned.get(QoSClass.LSE, frozenset())
+    lsr = pinned.get(QoSClass.LSR, frozenset())
+    return reserved, lse, lsr
 
 
 def be_cpuset(ctx: Context) -> frozenset[int]:

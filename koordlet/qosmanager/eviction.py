@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from koordapi import keys
+from koordapi.features import FeatureGates
 from koordlet.executor.cri import CRIError, CRIRuntime
 from koordlet.executor.kubeapi import EvictionAPI, EvictionResult
 from koordlet.metrics import KoordletMetrics
@@ -145,6 +146,44 @@ class Evictor:
             )
         )
         return True
+
+
+class EvictStrategy:
+    """What the eviction strategies share: their feature gates, the NodeSLO switch
+    (``resourceUsedThresholdWithBE.enable``) and the rest after an eviction. Subclasses build
+    the tasks, or say in a line why there are none."""
+
+    name = ""
+    features: tuple[str, ...] = ()
+
+    def __init__(self, evictor: Evictor, *, interval: float, cool_down: float) -> None:
+        self.evictor = evictor
+        self.interval = interval
+        self.cool_down = cool_down
+        self.last_eviction = float("-inf")
+
+    def enabled(self, gates: FeatureGates) -> bool:
+        return any(gates.enabled(f) for f in self.features)
+
+    def tasks(self, ctx: Context, config: Mapping[str, Any]) -> list[EvictTask] | str:
+        raise NotImplementedError
+
+    def run(self, ctx: Context) -> None:
+        if ctx.now < self.last_eviction + self.cool_down:
+            ctx.status(self.name, "cooling down after an eviction")
+            return
+        config = ctx.rules.slo.threshold
+        if not config.get("enable"):
+            ctx.status(self.name, "off: resourceUsedThresholdWithBE.enable is false")
+            return
+        tasks = self.tasks(ctx, config)
+        if isinstance(tasks, str):
+            ctx.status(self.name, tasks)
+            return
+        # Said first: a failed eviction's status must not be overwritten by it.
+        ctx.status(self.name, "; ".join(t.reason for t in tasks))
+        if run_tasks(ctx, self.evictor, self.name, tasks):
+            self.last_eviction = ctx.now
 
 
 def run_tasks(ctx: Context, evictor: Evictor, strategy: str, tasks: Sequence[EvictTask]) -> bool:

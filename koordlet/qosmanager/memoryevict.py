@@ -19,14 +19,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from koordapi.features import FeatureGates
 from koordlet.qosmanager.eviction import (
     Candidate,
     Evictor,
+    EvictStrategy,
     EvictTask,
     eviction_allowed,
     generic_order,
-    run_tasks,
 )
 from koordlet.qosmanager.framework import Context, is_be, pod_labels
 
@@ -47,40 +46,25 @@ def thresholds(config: Mapping[str, Any]) -> tuple[int, int]:
     return int(threshold), int(lower)
 
 
-class MemoryEvict:
+class MemoryEvict(EvictStrategy):
     name = NAME
+    features = FEATURES
 
     def __init__(self, evictor: Evictor, *, interval: float = 1.0, cool_down: float = 4.0) -> None:
-        self.evictor = evictor
-        self.interval = interval
-        self.cool_down = cool_down
-        self.last_eviction = float("-inf")
+        super().__init__(evictor, interval=interval, cool_down=cool_down)
 
-    def enabled(self, gates: FeatureGates) -> bool:
-        return any(gates.enabled(f) for f in FEATURES)
-
-    def run(self, ctx: Context) -> None:
-        if ctx.now < self.last_eviction + self.cool_down:
-            ctx.status(NAME, "cooling down after an eviction")
-            return
-        config = ctx.rules.slo.threshold
-        if not config.get("enable"):
-            ctx.status(NAME, "off: resourceUsedThresholdWithBE.enable is false")
-            return
+    def tasks(self, ctx: Context, config: Mapping[str, Any]) -> list[EvictTask] | str:
         try:
             threshold, lower = thresholds(config)
         except ValueError as err:
-            ctx.status(NAME, f"no action: {err}")
-            return
+            return f"no action: {err}"
         used = ctx.last("node_memory_usage")
         capacity = ctx.node.memory
         if used is None or capacity <= 0:
-            ctx.status(NAME, "no action: node memory usage is stale or missing")
-            return
+            return "no action: node memory usage is stale or missing"
         percent = int(used) * 100 // capacity
         if percent < threshold:
-            ctx.status(NAME, f"memory {percent}% < threshold {threshold}%")
-            return
+            return f"memory {percent}% < threshold {threshold}%"
         release = capacity * (percent - lower) // 100
         reason = (
             f"node memory {percent}% >= threshold {threshold}%: release {percent}% - {lower}%"
@@ -94,21 +78,15 @@ class MemoryEvict:
             "lower_percent": lower,
             "release": release,
         }
-        tasks = []
-        for feature in FEATURES:
-            if not ctx.rules.gates.enabled(feature):
-                continue
-            candidates = self._candidates(ctx, feature, config)
-            tasks.append(
-                EvictTask(feature, release, candidates, lambda c: c.memory_used, "memory-used",
-                          f"{feature}: {reason}", inputs)
-            )  # fmt: skip
+        tasks = [
+            EvictTask(feature, release, self._candidates(ctx, feature, config),
+                      lambda c: c.memory_used, "memory-used", f"{feature}: {reason}", inputs)
+            for feature in FEATURES
+            if ctx.rules.gates.enabled(feature)
+        ]  # fmt: skip
         if not any(t.candidates for t in tasks):
-            ctx.status(NAME, f"{reason}, but no pod may be evicted")
-            return
-        ctx.status(NAME, reason)  # first: a failed eviction's status must not be overwritten
-        if run_tasks(ctx, self.evictor, NAME, tasks):
-            self.last_eviction = ctx.now
+            return f"{reason}, but no pod may be evicted"
+        return tasks
 
     def _candidates(self, ctx: Context, feature: str, config: Mapping[str, Any]) -> list[Candidate]:
         found = [

@@ -12,6 +12,7 @@ It is re-read when it changes; invalid content keeps the last good configuration
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from koordapi import annotation, keys
 from koordapi.errors import ModelError, NodeSLOError
 from koordapi.nodeslo import NodeSLOSpec
 from koordapi.quantity import milli_value, value
+from koordlet.kubeclient import KubeClient, KubeError
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +67,35 @@ def parse_node_config(text: str) -> NodeConfig:
     if not isinstance(node, dict):
         raise NodeSLOError("node", "must be an object with annotations and labels")
     spec_data = data.get("spec", {}) if data.get("kind") == "NodeSLO" or "spec" in data else data
-    notes = {str(k): str(v) for k, v in (node.get("annotations") or {}).items()}
-    labels = {str(k): str(v) for k, v in (node.get("labels") or {}).items()}
+    return build_node_config(
+        spec_data, node.get("annotations"), node.get("labels"), node.get("allocatable")
+    )
+
+
+def build_node_config(
+    spec: object, annotations: object, labels: object, allocatable: object
+) -> NodeConfig:
+    """A NodeConfig from a NodeSLO spec and the Node's inputs; raises ModelError naming the
+    bad field. The file and the API source both come through here."""
+    if spec is not None and not isinstance(spec, dict):
+        raise NodeSLOError("spec", f"must be an object, got {type(spec).__name__}")
     config = NodeConfig(
-        NodeSLOSpec.parse(spec_data), notes, labels, parse_resources(node.get("allocatable"))
+        NodeSLOSpec.parse(spec),
+        _strings("node.annotations", annotations),
+        _strings("node.labels", labels),
+        parse_resources(allocatable),
     )
     for key in NODE_ANNOTATION_PARSERS:
         config.parsed(key)  # validate now, so a bad value never becomes the live config
     return config
+
+
+def _strings(where: str, data: object) -> dict[str, str]:
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise NodeSLOError(where, "must be an object of strings")
+    return {str(k): str(v) for k, v in data.items()}
 
 
 def parse_resources(data: object) -> dict[str, int]:
@@ -135,3 +158,63 @@ class NodeConfigFile:
         self.loads += 1
         log.info("node config loaded from %s", self.path)
         return changed
+
+
+NODESLO_PATH = "/apis/slo.koordinator.sh/v1alpha1/nodeslos/{node}"
+NODE_PATH = "/api/v1/nodes/{node}"
+API_POLL_SECONDS = 10.0
+
+
+class NodeConfigAPI:
+    """The same configuration from the cluster: the NodeSLO named after this node (made by
+    koord-manager) and the Node object (annotations, labels, status.allocatable).
+
+    Polled every ``poll`` seconds. No NodeSLO for the node means Koordinator's defaults; an
+    unreachable API server or invalid content keeps the last good configuration.
+    """
+
+    def __init__(
+        self, client: KubeClient, node_name: str, *, poll: float = API_POLL_SECONDS
+    ) -> None:
+        self.client = client
+        self.node_name = node_name
+        self.poll = poll
+        self.current = NodeConfig()
+        self.error: str | None = None
+        self.loads = 0
+        self._last_poll = float("-inf")
+
+    def reload_if_changed(self, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        if now - self._last_poll < self.poll:
+            return False
+        self._last_poll = now
+        try:
+            config = self._fetch()
+        except (KubeError, ModelError) as err:
+            if str(err) != self.error:
+                log.warning("node config from the API not loaded, keeping the last good: %s", err)
+            self.error = str(err)
+            return False
+        self.error = None
+        changed = config != self.current
+        self.current = config
+        self.loads += 1
+        if changed:
+            log.info("node config loaded from the API (NodeSLO %s)", self.node_name)
+        return changed
+
+    def _fetch(self) -> NodeConfig:
+        node = self.client.request("GET", NODE_PATH.format(node=self.node_name))
+        try:
+            slo = self.client.request("GET", NODESLO_PATH.format(node=self.node_name))
+        except KubeError as err:
+            if err.status != 404:
+                raise
+            slo = {}  # not made yet: Koordinator's defaults, as koordlet does
+        meta = node.get("metadata") or {} if isinstance(node, dict) else {}
+        status = node.get("status") or {} if isinstance(node, dict) else {}
+        spec = slo.get("spec") if isinstance(slo, dict) else None
+        return build_node_config(
+            spec, meta.get("annotations"), meta.get("labels"), status.get("allocatable")
+        )

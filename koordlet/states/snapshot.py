@@ -8,6 +8,7 @@ exclusive system-QoS CPUs, per NUMA node.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from koordapi import annotation, keys
 from koordapi.annotation import KubeletCPUManagerPolicy
@@ -16,7 +17,7 @@ from koordapi.errors import ModelError
 from koordapi.features import FeatureGates
 from koordapi.qos import QoSClass
 from koordlet.states.nodeconfig import NodeConfig
-from koordlet.states.pods import PodStore
+from koordlet.states.pods import KnownPod, PodStore
 from koordlet.states.topology import Topology
 from runtimehooks.hooks.cpuset import share_pools
 from runtimehooks.rules import DEFAULT_HAMI_CORE_LIBRARY, KernelFeatures, NodeState, Rules
@@ -24,10 +25,9 @@ from runtimehooks.rules import DEFAULT_HAMI_CORE_LIBRARY, KernelFeatures, NodeSt
 log = logging.getLogger(__name__)
 
 
-def pinned_cpus(pods: PodStore) -> tuple[frozenset[int], frozenset[int]]:
-    """(CPUs pinned by LSE and LSR pods, CPUs pinned by LSE pods only)."""
-    all_pinned: set[int] = set()
-    lse: set[int] = set()
+def pinned_by_class(pods: Iterable[KnownPod]) -> dict[QoSClass, frozenset[int]]:
+    """The CPUs the scheduler pinned (resource-status cpusets), by the pods' QoS class."""
+    found: dict[QoSClass, set[int]] = {}
     for known in pods:
         text = known.request.annotations.get(keys.ANNOTATION_RESOURCE_STATUS)
         if not text:
@@ -36,10 +36,15 @@ def pinned_cpus(pods: PodStore) -> tuple[frozenset[int], frozenset[int]]:
             cpus = parse_cpuset(annotation.parse_resource_status(text).cpuset)
         except ModelError:
             continue  # the pod's own hooks report it
-        all_pinned |= cpus
-        if known.request.qos is QoSClass.LSE:
-            lse |= cpus
-    return frozenset(all_pinned), frozenset(lse)
+        found.setdefault(known.request.qos, set()).update(cpus)
+    return {qos: frozenset(cpus) for qos, cpus in found.items()}
+
+
+def pinned_cpus(pods: Iterable[KnownPod]) -> tuple[frozenset[int], frozenset[int]]:
+    """(CPUs pinned by any pod, CPUs pinned by LSE pods only)."""
+    by_class = pinned_by_class(pods)
+    every: frozenset[int] = frozenset().union(*by_class.values())
+    return every, by_class.get(QoSClass.LSE, frozenset())
 
 
 def build_rules(

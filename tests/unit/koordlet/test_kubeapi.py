@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from koordlet.executor.kubeapi import EvictionAPI, EvictionResult, KubeCredentials
+from koordlet.executor.kubeapi import EvictionAPI, EvictionResult
+from koordlet.kubeclient import KubeCredentials
 
 
 @dataclass
@@ -87,7 +88,7 @@ def test_eviction_posts_a_policy_v1_eviction_with_the_uid_precondition(
 
     result, detail = client(api_server).evict("team-a", "web-0", "8d5e-uid")
 
-    assert (result, detail) == (EvictionResult.STARTED, "HTTP 201")
+    assert (result, detail) == (EvictionResult.STARTED, "accepted")
     (seen,) = api_server.seen
     assert seen.method == "POST"
     assert seen.path == "/api/v1/namespaces/team-a/pods/web-0/eviction"
@@ -173,9 +174,13 @@ def test_an_unreachable_server_is_a_failure() -> None:
 
 
 def test_https_credentials_without_a_ca_file_use_the_system_roots() -> None:
-    api = EvictionAPI(KubeCredentials(server="https://127.0.0.1:1", token="t"))
+    # No CA file must not crash at start (it once looked for a file named "None").
+    api = EvictionAPI(KubeCredentials(server="https://127.0.0.1:1", token="t"), timeout=2)
 
-    assert api._tls is not None
+    result, detail = api.evict("ns", "p", "u")
+
+    assert result is EvictionResult.FAILED
+    assert detail.startswith("API server unreachable")
 
 
 # -- in-cluster credentials -------------------------------------------------------------------

@@ -127,3 +127,22 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+class Backend:
+    """An eviction backend that records (pod key, message) and refuses the pods named (by
+    name or namespace/name) in ``refuse``."""
+
+    def __init__(self, refuse: frozenset[str] = frozenset()) -> None:
+        self.refuse = refuse
+        self.calls: list[tuple[str, str]] = []
+
+    def __call__(self, known: KnownPod, message: str) -> tuple[bool, str]:
+        self.calls.append((known.request.key, message))
+        if known.request.name in self.refuse or known.request.key in self.refuse:
+            return False, "runtime said no"
+        return True, "containers stopped"
+
+    @property
+    def victims(self) -> list[str]:
+        return [key.split("/", 1)[1] for key, _ in self.calls]

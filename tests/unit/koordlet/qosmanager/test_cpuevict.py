@@ -19,7 +19,7 @@ from koordlet.qosmanager.cpuevict import (
 from koordlet.qosmanager.eviction import Evictor
 from koordlet.qosmanager.framework import Context
 from koordlet.states.pods import KnownPod
-from tests.unit.koordlet.qosmanager.fakes import NOW, context, known_pod, rules, samples
+from tests.unit.koordlet.qosmanager.fakes import NOW, Backend, context, known_pod, rules, samples
 
 WINDOW = 30
 BE_CONFIG: dict[str, Any] = {
@@ -37,21 +37,6 @@ NODE_CONFIG: dict[str, Any] = {
     "cpuEvictTimeWindowSeconds": WINDOW,
 }
 OPTED_IN = {keys.LABEL_EVICTION_ENABLED: "true"}
-
-
-class Backend:
-    """Records (pod key, message) and says yes."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str]] = []
-
-    def __call__(self, known: KnownPod, message: str) -> tuple[bool, str]:
-        self.calls.append((known.request.key, message))
-        return True, "containers stopped"
-
-    @property
-    def victims(self) -> list[str]:
-        return [key.split("/", 1)[1] for key, _ in self.calls]
 
 
 def be_pod(name: str, request_milli: int, labels: Mapping[str, str] | None = None) -> KnownPod:

@@ -11,7 +11,8 @@ import pytest
 
 from koordapi import keys
 from koordlet.executor.cri import CRIError, CRIRuntime
-from koordlet.executor.kubeapi import EvictionAPI, EvictionResult, KubeCredentials
+from koordlet.executor.kubeapi import EvictionAPI, EvictionResult
+from koordlet.kubeclient import KubeCredentials
 from koordlet.metrics import KoordletMetrics
 from koordlet.qosmanager import eviction
 from koordlet.qosmanager.eviction import (
@@ -28,27 +29,9 @@ from koordlet.qosmanager.eviction import (
 from koordlet.qosmanager.framework import Context
 from koordlet.states.pods import KnownPod
 from runtimehooks.request import ContainerResources
-from tests.unit.koordlet.qosmanager.fakes import NOW, context, known_pod
+from tests.unit.koordlet.qosmanager.fakes import NOW, Backend, context, known_pod
 
 GIB = 1 << 30
-
-
-class Backend:
-    """Records (pod key, message); refuses the pods named in ``refuse``."""
-
-    def __init__(self, refuse: frozenset[str] = frozenset()) -> None:
-        self.refuse = refuse
-        self.calls: list[tuple[str, str]] = []
-
-    def __call__(self, known: KnownPod, message: str) -> tuple[bool, str]:
-        self.calls.append((known.request.key, message))
-        if known.request.name in self.refuse:
-            return False, "runtime said no"
-        return True, "gone"
-
-    @property
-    def victims(self) -> list[str]:
-        return [key.split("/", 1)[1] for key, _ in self.calls]
 
 
 def mem(name: str, used: int) -> Candidate:
@@ -225,7 +208,8 @@ def test_an_eviction_is_audited_and_counted() -> None:
 
     (action,) = ctx.audit.recent()
     assert action.kind == "evict" and action.pod_uid == "uid-a" and action.target == "default/a"
-    assert action.reason == "node memory 80% >= 70%; victim gives back 2048 MiB (gone)"
+    expected = "node memory 80% >= 70%; victim gives back 2048 MiB (containers stopped)"
+    assert action.reason == expected
     assert action.inputs == {"usage_percent": 80}
     labels = {"node": "node1", "reason": "BEMemoryEvict"}
     assert metrics.registry.get_sample_value("koordlet_pod_eviction_total", labels) == 1.0

@@ -16,31 +16,13 @@ from koordlet.qosmanager.eviction import Evictor
 from koordlet.qosmanager.framework import Context
 from koordlet.qosmanager.memoryevict import NAME, MemoryEvict, thresholds
 from koordlet.states.pods import KnownPod
-from tests.unit.koordlet.qosmanager.fakes import NOW, context, known_pod, rules, samples
+from tests.unit.koordlet.qosmanager.fakes import NOW, Backend, context, known_pod, rules, samples
 
 GIB = 1 << 30
 MIB = 1 << 20
 CAPACITY = 16 * GIB  # fakes.topology() default
 ON: dict[str, Any] = {"resourceUsedThresholdWithBE": {"enable": True}}
 BE_GATE = "BEMemoryEvict=true"
-
-
-class Backend:
-    """Records (pod key, message); refuses the pods named in ``refuse``."""
-
-    def __init__(self, refuse: frozenset[str] = frozenset()) -> None:
-        self.refuse = refuse
-        self.calls: list[tuple[str, str]] = []
-
-    def __call__(self, known: KnownPod, message: str) -> tuple[bool, str]:
-        self.calls.append((known.request.key, message))
-        if known.request.key in self.refuse:
-            return False, "runtime said no"
-        return True, "containers stopped"
-
-    @property
-    def victims(self) -> list[str]:
-        return [key.split("/", 1)[1] for key, _ in self.calls]
 
 
 def used_bytes(percent: int) -> int:
