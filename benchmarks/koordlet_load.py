@@ -25,6 +25,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
+def strategy_times(koordlet: KoordletProcess) -> dict[str, float]:
+    """Mean milliseconds per run of each QoS manager strategy, from koordlet's histogram."""
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    name = "koordlet_qos_strategy_duration_seconds"
+    for line in koordlet.metrics_text().splitlines():
+        for suffix, into in (("_sum{", sums), ("_count{", counts)):
+            if line.startswith(name + suffix):
+                strategy = line.split('strategy="', 1)[1].split('"', 1)[0]
+                into[strategy] = float(line.rsplit(" ", 1)[1])
+    return {k: round(1000 * sums[k] / counts[k], 2) for k in sums if counts.get(k)}
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -36,12 +49,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--containers", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument(
+        "--koordlet-arg",
+        action="append",
+        default=[],
+        help="extra koordlet argument, repeatable (e.g. --koordlet-arg=--feature-gates=...)",
+    )
     args = parser.parse_args()
     node = Node.start()
     result: dict[str, object] = {"benchmark": "koordlet_load", "containers": args.containers}
     try:
         with KoordletProcess(
-            node, args=("--collect-res-used-interval", "1s"), interval="10s"
+            node, args=("--collect-res-used-interval", "1s", *args.koordlet_arg), interval="10s"
         ) as koordlet:
             assert koordlet.proc is not None
             pid = koordlet.proc.pid
@@ -64,6 +83,7 @@ def main() -> int:
                 k: round(v["seconds"] * 1000, 1) for k, v in health.items()
             }
             result["known_pods"] = koordlet.metric("koordlet_known_pods")
+            result["qos_strategy_ms_per_run"] = strategy_times(koordlet)
     finally:
         result["teardown_problems"] = node.teardown()
     print(json.dumps(result))

@@ -96,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--memory-evict-cool-time-seconds", default=4, type=int)
     q.add_argument("--cpu-evict-cool-time-seconds", default=20, type=int)
     q.add_argument(
+        "--resource-force-update-seconds",
+        default=60,
+        type=int,
+        help="the QoS manager trusts a value it wrote or saw this long before reading it again",
+    )
+    q.add_argument(
         "--only-evict-by-api",
         default="false",
         choices=["true", "false"],
@@ -149,6 +155,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         memory_evict_cool_time=args.memory_evict_cool_time_seconds,
         only_evict_by_api=args.only_evict_by_api == "true",
         containerd_endpoint=args.containerd_endpoint,
+        resource_force_update_seconds=args.resource_force_update_seconds,
     )
 
 

@@ -106,6 +106,7 @@ class Config:
     memory_evict_interval: float = 1.0
     memory_evict_cool_time: float = 4.0
     only_evict_by_api: bool = False
+    resource_force_update_seconds: float = 60.0
     containerd_endpoint: str = "containerd/containerd.sock"  # relative to var_run_root
 
     @property
@@ -128,6 +129,13 @@ class Koordlet:
         self.config = config
         self.metrics = KoordletMetrics(config.node_name)
         self.executor = Executor(config.cgroup_root, on_result=self._count_write)
+        # The QoS manager re-asserts its values every second; it trusts what it wrote or saw
+        # for --resource-force-update-seconds instead of reading every file every time.
+        self.qos_executor = Executor(
+            config.cgroup_root,
+            on_result=self._count_write,
+            force_update_seconds=config.resource_force_update_seconds,
+        )
         self.resctrl = Resctrl(config.resctrl_root)
         self.topology = read_topology(config.sys_root, config.proc_root)
         self.kernel = detect_kernel(config.cgroup_root, self.resctrl)
@@ -184,6 +192,9 @@ class Koordlet:
             context=self.qos_context,
             gates=config.feature_gates,
             collect_interval=config.collect_interval,
+            on_run=lambda name, seconds: self.metrics.qos_strategy_duration.labels(
+                config.node_name, name
+            ).observe(seconds),
         )
         self.stub: Stub | None = None
         mechanism = self.kernel.group_identity_mechanism
@@ -229,14 +240,14 @@ class Koordlet:
         c = self.config
         return [
             CPUSuppress(
-                self.executor,
+                self.qos_executor,
                 interval=c.cpu_suppress_interval,
                 min_cpus=c.cpu_suppress_min_cpus,
                 metrics=self.metrics,
             ),
-            CPUBurst(self.executor, interval=c.cpu_suppress_interval, metrics=self.metrics),
-            CgroupReconcile(self.executor, interval=c.qos_reconcile_interval),
-            ResctrlReconcile(self.resctrl, self.executor, interval=c.qos_reconcile_interval),
+            CPUBurst(self.qos_executor, interval=c.cpu_suppress_interval, metrics=self.metrics),
+            CgroupReconcile(self.qos_executor, interval=c.qos_reconcile_interval),
+            ResctrlReconcile(self.resctrl, self.qos_executor, interval=c.qos_reconcile_interval),
             SystemConfig(c.proc_root, c.sys_root, interval=c.qos_reconcile_interval),
             CPUEvict(
                 self.evictor,

@@ -104,6 +104,13 @@ class KoordletMetrics:
             ["node", "strategy", "kind"],
             registry=r,
         )
+        self.qos_strategy_duration = Histogram(
+            "koordlet_qos_strategy_duration_seconds",
+            "Time of each QoS manager strategy run (context included)",
+            ["node", "strategy"],
+            buckets=SECOND_BUCKETS,
+            registry=r,
+        )
         self.be_suppress_cpu_cores = Gauge(
             "koordlet_be_suppress_cpu_cores",
             "CPU left to best-effort pods by CPU suppress, by policy (cpuset or cfsQuota)",

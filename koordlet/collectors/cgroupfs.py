@@ -14,7 +14,6 @@ the collector as a whole.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 from koordapi.cpuset import parse_cpuset
 from koordapi.errors import ModelError
 from koordlet.collectors.rates import Skip
-from koordlet.executor.cgroup import detect_version
+from koordlet.executor.cgroup import detect_version, read_file
 from koordlet.states.pods import KnownPod
 
 MISSING = "missing"
@@ -31,29 +30,19 @@ MALFORMED = "malformed"
 NO_CGROUP_DIR = "no-cgroup-dir"
 
 UNLIMITED = -1
-READ_SIZE = 1 << 16
 
 
 def read_text(path: Path | str) -> str:
-    """A whole (small) kernel file; os-level calls, as this runs for every cgroup every pass."""
+    """A whole (small) kernel file; a missing or unreadable one is a ``Skip`` with its reason."""
     try:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            data = os.read(fd, READ_SIZE)
-            if len(data) == READ_SIZE:  # rare: a file larger than one read
-                chunks = [data]
-                while chunk := os.read(fd, READ_SIZE):
-                    chunks.append(chunk)
-                data = b"".join(chunks)
-        finally:
-            os.close(fd)
-        return data.decode()
+        text = read_file(path)
     except (FileNotFoundError, NotADirectoryError):
         raise Skip(MISSING, str(path)) from None
-    except UnicodeDecodeError:
-        raise Skip(MALFORMED, f"{path}: not text") from None
     except OSError as err:
         raise Skip(UNREADABLE, f"{path}: {err.strerror or err}") from None
+    if "\ufffd" in text:
+        raise Skip(MALFORMED, f"{path}: not text")
+    return text
 
 
 def parse_int(text: str, where: str) -> int:

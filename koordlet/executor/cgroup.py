@@ -8,6 +8,7 @@ a value outside the kernel's range is refused before any write. Values are compa
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,32 @@ from koordapi.cpuset import parse_cpuset
 from koordapi.errors import ModelError
 
 V1_UNLIMITED_FLOOR = 1 << 62  # v1 reports "no limit" as the largest page-aligned int64
+READ_SIZE = 1 << 16
+
+
+def read_file(path: str | Path) -> str:
+    """A whole (small) kernel file with os-level calls: the collectors and the QoS manager read
+    thousands of them a second. Raises OSError (FileNotFoundError when absent)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.read(fd, READ_SIZE)
+        if len(data) == READ_SIZE:  # rare: a file larger than one read
+            chunks = [data]
+            while chunk := os.read(fd, READ_SIZE):
+                chunks.append(chunk)
+            data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    return data.decode(errors="replace")
+
+
+def write_file(path: str, value: str) -> None:
+    """One write(2) of the whole value, as cgroup files want."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)  # truncating is a no-op on cgroupfs
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
 
 
 def _range(lo: int | None, hi: int | None) -> Callable[[str], str | None]:
@@ -86,10 +113,15 @@ class Resource:
     v1_file: str | None = None  # when it differs from name
 
     def path(self, root: Path, version: int, cgroup: str) -> Path | None:
+        found = self.file(str(root), version, cgroup)
+        return None if found is None else Path(found)
+
+    def file(self, root: str, version: int, cgroup: str) -> str | None:
+        """The file's path as a string (cheaper than Path on the hot paths); None: no v2 file."""
         rel = cgroup.strip("/")
         if version == 2:
-            return None if self.v2_file is None else root / rel / self.v2_file
-        return root / self.subsystem / rel / (self.v1_file or self.name)
+            return None if self.v2_file is None else f"{root}/{rel}/{self.v2_file}"
+        return f"{root}/{self.subsystem}/{rel}/{self.v1_file or self.name}"
 
     def wire_value(self, value: str, version: int) -> str:
         return self.to_v2(value) if version == 2 else value

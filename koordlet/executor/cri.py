@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import grpc
+if TYPE_CHECKING:
+    import grpc
 
 STOP_CONTAINER = "/runtime.v1.RuntimeService/StopContainer"
 
@@ -58,6 +60,9 @@ class CRIRuntime:
         self._lock = threading.Lock()
 
     def _stop_call(self) -> grpc.UnaryUnaryMultiCallable[bytes, bytes]:
+        # grpc costs about 20 MiB of memory: loaded on the first eviction, not at start.
+        import grpc  # noqa: PLC0415
+
         with self._lock:
             if self._channel is None:
                 self._channel = grpc.insecure_channel(f"unix://{self.endpoint}")
@@ -73,6 +78,8 @@ class CRIRuntime:
         if not self.endpoint.exists():
             raise CRIError(f"CRI endpoint {self.endpoint} does not exist")
         call = self._stop_call()
+        import grpc  # noqa: PLC0415 - loaded by _stop_call already
+
         try:
             # The runtime may take up to ``timeout`` seconds before it kills; wait that long.
             call(stop_container_request(container_id, timeout), timeout=self.deadline + timeout)

@@ -6,6 +6,11 @@ Usage::
     results = executor.apply([CgroupWrite("kubepods/besteffort/podX", "cpu.shares", 512)])
     results = executor.apply_leveled([[pod_writes], [container_writes]])
 
+With ``force_update_seconds`` (Koordinator's ``--resource-force-update-seconds``) a value this
+executor wrote or found in place is trusted for that long: writing it again is "unchanged"
+without reading the file. The QoS manager, which re-asserts every value every second, uses it;
+a value changed behind koordlet's back is then put back within that window.
+
 Every write gets a result: applied, unchanged (the file already had the value), invalid (the
 validator refused it; nothing written), gone (the cgroup does not exist), unsupported (the
 file does not exist on this kernel) or failed (the kernel refused it). A leveled batch first
@@ -18,13 +23,14 @@ from __future__ import annotations
 import enum
 import errno
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from koordapi.cpuset import format_cpuset
-from koordlet.executor.cgroup import Resource, detect_version, lookup
+from koordlet.executor.cgroup import Resource, detect_version, lookup, read_file, write_file
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +71,45 @@ _LOOSER = {"cpu.cfs_quota_us", "memory.min", "memory.low", "memory.high", "cpuse
 class Executor:
     """Writes cgroup files under ``root`` (v1 or v2, detected); see the module docstring."""
 
-    def __init__(self, root: Path, on_result: OnResult | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        on_result: OnResult | None = None,
+        *,
+        force_update_seconds: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.root = root
+        self._root = str(root).rstrip("/") or "/"
         self.version = detect_version(root)
         self.on_result = on_result
+        self.force_update_seconds = force_update_seconds
+        self.clock = clock
+        # (cgroup, resource) → (value by meaning, when it was last written or seen)
+        self._known: dict[tuple[str, str], tuple[object, float]] = {}
+        self._pruned = clock()
+
+    def _trusted(self, write: CgroupWrite, wanted: object) -> bool:
+        """The value was written or seen within the force-update window."""
+        if self.force_update_seconds <= 0:
+            return False
+        hit = self._known.get((write.cgroup, write.resource))
+        return (
+            hit is not None
+            and hit[0] == wanted
+            and self.clock() - hit[1] < self.force_update_seconds
+        )
+
+    def _remember(self, write: CgroupWrite, value: object) -> None:
+        if self.force_update_seconds <= 0:
+            return
+        now = self.clock()
+        self._known[(write.cgroup, write.resource)] = (value, now)
+        if now - self._pruned > self.force_update_seconds:  # forget cgroups long gone
+            self._known = {
+                k: v for k, v in self._known.items() if now - v[1] < self.force_update_seconds
+            }
+            self._pruned = now
 
     def path_of(self, write: CgroupWrite) -> Path | None:
         return lookup(write.resource).path(self.root, self.version, write.cgroup)
@@ -76,11 +117,11 @@ class Executor:
     def read(self, cgroup: str, resource: str) -> object | None:
         """The current value by meaning (-1 for unlimited, a set for cpusets), None if absent."""
         res = lookup(resource)
-        path = res.path(self.root, self.version, cgroup)
+        path = res.file(self._root, self.version, cgroup)
         if path is None:
             return None
         try:
-            return res.normalize(path.read_text())
+            return res.normalize(read_file(path))
         except (OSError, ValueError):
             return None
 
@@ -92,14 +133,17 @@ class Executor:
 
     def subdirs(self, cgroup: str, resource: str) -> list[str]:
         """Child cgroups of ``cgroup`` in ``resource``'s hierarchy, as cgroup paths ([] if gone)."""
-        path = lookup(resource).path(self.root, self.version, cgroup)
+        path = lookup(resource).file(self._root, self.version, cgroup)
         if path is None:
             return []
+        base = cgroup.strip("/")
         try:
-            children = sorted(e.name for e in path.parent.iterdir() if e.is_dir())
+            # scandir's d_type says "directory" without a stat of every file in the cgroup
+            with os.scandir(path.rsplit("/", 1)[0]) as entries:
+                names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
         except OSError:
             return []
-        return [f"{cgroup.strip('/')}/{name}" for name in children]
+        return [f"{base}/{name}" for name in names]
 
     def procs(self, cgroup: str) -> list[int]:
         """Pids in ``cgroup`` (its cgroup.procs; the cpu hierarchy on v1), [] if it is gone."""
@@ -113,27 +157,51 @@ class Executor:
         return [self._write(w) for w in writes]
 
     def apply_leveled(self, levels: Sequence[Sequence[CgroupWrite]]) -> list[WriteResult]:
-        """Top-down looser values, then bottom-up exact values; results of the exact pass."""
+        """Top-down looser values, then bottom-up exact values; a result per write, in order.
+
+        A write whose exact value the loosening pass already put there is reported as applied
+        (not unchanged): callers learn what changed without reading the files first."""
+        loosened: set[CgroupWrite] = set()
         for level in levels:
             for write in level:
                 looser = self._looser(write)
-                if looser is not None:
-                    self._write(looser, report=False)
+                if looser is None:
+                    continue
+                wrote = self._write(looser, report=False).status is Status.APPLIED
+                if wrote and self._same(looser, write):
+                    loosened.add(write)
         results: list[WriteResult] = []
         for level in reversed(levels):
             results[:0] = [self._write(w) for w in level]
-        return results
+        return [
+            replace(r, status=Status.APPLIED)
+            if r.status is Status.UNCHANGED and r.write in loosened
+            else r
+            for r in results
+        ]
+
+    @staticmethod
+    def _same(a: CgroupWrite, b: CgroupWrite) -> bool:
+        if a.value == b.value:
+            return True
+        res = lookup(a.resource)
+        try:
+            return bool(res.normalize(str(a.value)) == res.normalize(str(b.value)))
+        except ValueError:
+            return False
 
     def _looser(self, write: CgroupWrite) -> CgroupWrite | None:
         if write.resource not in _LOOSER:
-            return None
-        current = self.read(write.cgroup, write.resource)
-        if current is None:
             return None
         res = lookup(write.resource)
         try:
             wanted = res.normalize(str(write.value))
         except ValueError:
+            return None
+        if self._trusted(write, wanted):
+            return None  # already in place: nothing to loosen
+        current = self.read(write.cgroup, write.resource)
+        if current is None:
             return None
         if write.resource == "cpuset.cpus":
             assert isinstance(current, frozenset) and isinstance(wanted, frozenset)
@@ -166,28 +234,33 @@ class Executor:
         problem = res.validate(value)
         if problem is not None:
             return WriteResult(write, Status.INVALID, problem)
-        path = res.path(self.root, self.version, write.cgroup)
+        wanted = res.normalize(value)
+        if self._trusted(write, wanted):
+            return WriteResult(write, Status.UNCHANGED, "written or seen recently")
+        path = res.file(self._root, self.version, write.cgroup)
         if path is None:
             return WriteResult(write, Status.UNSUPPORTED, f"no {write.resource} on cgroup v2")
-        if not path.parent.is_dir():
-            return WriteResult(write, Status.GONE, f"no cgroup {path.parent}")
         try:
-            current = res.normalize(path.read_text())
-        except FileNotFoundError:
+            current = res.normalize(read_file(path))
+        except (FileNotFoundError, NotADirectoryError):
+            where = Path(path)  # the rare path: Path's comfort is affordable here
+            if not where.parent.is_dir():
+                return WriteResult(write, Status.GONE, f"no cgroup {where.parent}")
             return WriteResult(
-                write, Status.UNSUPPORTED, f"{path.name} does not exist on this kernel"
+                write, Status.UNSUPPORTED, f"{where.name} does not exist on this kernel"
             )
         except (OSError, ValueError):
             current = None
-        if current is not None and current == res.normalize(value):
+        if current is not None and current == wanted:
+            self._remember(write, wanted)
             return WriteResult(write, Status.UNCHANGED)
         try:
-            with path.open("w") as f:  # one write(2) of the whole value, as the kernel wants
-                f.write(res.wire_value(value, self.version))
+            write_file(path, res.wire_value(value, self.version))
         except FileNotFoundError:
             return WriteResult(write, Status.GONE, f"{path} disappeared")
         except OSError as err:
             if err.errno == errno.ENODEV:
                 return WriteResult(write, Status.UNSUPPORTED, err.strerror or "no such device")
             return WriteResult(write, Status.FAILED, f"{err.strerror or err} ({path})")
+        self._remember(write, wanted)
         return WriteResult(write, Status.APPLIED)

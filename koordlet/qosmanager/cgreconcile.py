@@ -29,7 +29,6 @@ from koordapi.features import FeatureGates
 from koordapi.nodeslo import NONE_MEMORY_QOS
 from koordapi.qos import KubeQoS, QoSClass, default_qos_for_kube
 from koordlet.executor import CgroupWrite, Executor, Status
-from koordlet.executor.cgroup import lookup
 from koordlet.qosmanager.audit import Action
 from koordlet.qosmanager.framework import Context
 from koordlet.states.pods import KnownPod, kube_qos_dirs
@@ -50,7 +49,6 @@ TUNABLES = (
 QOS_TUNABLES = TUNABLES[3:]  # QoS directories get no watermarks, as in Koordinator
 QOS_ORDER = (KubeQoS.GUARANTEED, KubeQoS.BURSTABLE, KubeQoS.BESTEFFORT)  # kubepods first
 QOS_LEVEL, POD_LEVEL, CONTAINER_LEVEL = 0, 1, 2
-LOOSENED = frozenset({"memory.min", "memory.low", "memory.high"})  # see _apply
 MAX_PROBLEMS = 3  # problems named in the status line; the rest are counted
 
 
@@ -198,17 +196,9 @@ class CgroupReconcile:
 
     def _apply(self, ctx: Context, plan: _Plan, problems: list[str]) -> None:
         levels = [[w for w in lv if w.resource not in self.unsupported] for lv in plan.levels]
-        # The leveled batch's loosening pass may already write a raised protection, and its
-        # exact pass then reports "unchanged": the value from before tells the change.
-        before = {
-            w: self.executor.read(w.cgroup, w.resource)
-            for level in levels
-            for w in level
-            if w.resource in LOOSENED
-        }
         for result in self.executor.apply_leveled(levels):
             write = result.write
-            if result.status is Status.APPLIED or _loosened(write, result.status, before):
+            if result.status is Status.APPLIED:
                 why = plan.why[write]
                 value = _shown(int(write.value))
                 action = Action(
@@ -235,16 +225,6 @@ class CgroupReconcile:
         if len(problems) > MAX_PROBLEMS:
             parts.append(f"{len(problems) - MAX_PROBLEMS} more problems")
         return "; ".join(parts)
-
-
-def _loosened(write: CgroupWrite, status: Status, before: Mapping[CgroupWrite, object]) -> bool:
-    """Whether an "unchanged" write was in fact made by the loosening pass."""
-    old = before.get(write)
-    return (
-        status is Status.UNCHANGED
-        and old is not None
-        and old != lookup(write.resource).normalize(str(write.value))
-    )
 
 
 def _protections(

@@ -24,7 +24,7 @@ from __future__ import annotations
 import enum
 import json
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -235,7 +235,15 @@ class CPUBurst:
     def run(self, ctx: Context) -> None:
         node_cfg = ctx.rules.slo.cpu_burst
         threshold = float(node_cfg.get("sharePoolThresholdPercent", 50))
-        pool = share_pool(ctx, threshold, min(5 * self.interval, MAX_WINDOW))
+        window = min(5 * self.interval, MAX_WINDOW)
+        found: list[SharePool] = []
+
+        def pool() -> SharePool:
+            """Computed once, and only when a pod uses quota burst (it queries every pod)."""
+            if not found:
+                found.append(share_pool(ctx, threshold, window))
+            return found[0]
+
         notes: dict[str, None] = {}  # ordered and without repeats
         scaled: dict[tuple[str, str], tuple[int, int]] = {}
         for known in ctx.pods:
@@ -257,9 +265,9 @@ class CPUBurst:
             if key not in live or ctx.now - bucket.updated > 2 * bucket.period:
                 del self.buckets[key]
         # the state only, not the numbers: the status is logged whenever its text changes
-        head = f"share pool {pool.state}"
-        if pool.state is PoolState.UNKNOWN:
-            head = f"{pool}: no quota scale up"
+        head = f"share pool {found[0].state}" if found else "no pod uses quota burst"
+        if found and found[0].state is PoolState.UNKNOWN:
+            head = f"{found[0]}: no quota scale up"
         ctx.status(NAME, "; ".join([head, *notes]))
 
     def _cpu_burst(
@@ -319,7 +327,7 @@ class CPUBurst:
         ctx: Context,
         ctr: ContainerRequest,
         cfg: BurstConfig,
-        pool: SharePool,
+        pool: Callable[[], SharePool],
         notes: dict[str, None],
     ) -> int:
         """Scales the container's (and pod's) cfs quota one step; the container quota after."""
@@ -350,14 +358,15 @@ class CPUBurst:
         else:
             op, why = Op.REMAIN, f"throttled {throttled:.2f}"
         wanted = op
-        if pool.state is PoolState.OVERLOAD and op in (Op.SCALE_UP, Op.REMAIN):
+        state = pool().state
+        if state is PoolState.OVERLOAD and op in (Op.SCALE_UP, Op.REMAIN):
             op = Op.SCALE_DOWN
-        elif pool.state in (PoolState.COOLING, PoolState.UNKNOWN) and op is Op.SCALE_UP:
+        elif state in (PoolState.COOLING, PoolState.UNKNOWN) and op is Op.SCALE_UP:
             op = Op.REMAIN
         if op is not wanted:
-            why = f"{why}, {pool} turns {wanted} into {op}"
+            why = f"{why}, {pool()} turns {wanted} into {op}"
         elif op is Op.SCALE_UP:
-            why = f"{why}, {pool}"
+            why = f"{why}, {pool()}"
         step = {Op.SCALE_UP: SCALE_UP, Op.SCALE_DOWN: SCALE_DOWN}.get(op)
         target = int(current * step) if step else (base if op is Op.RESET else current)
         target = max(base, min(target, ceil))

@@ -302,11 +302,9 @@ class CPUSuppress:
             levels: list[list[str]] = [containers]
         else:
             levels = [[be_dir], pods, containers]
-        before = [self.executor.read(cg, "cpuset.cpus") for level in levels for cg in level]
         writes = [[CgroupWrite(cg, "cpuset.cpus", value) for cg in level] for level in levels]
-        self.executor.apply_leveled(writes)
-        # The loosening pass may already have written the exact value: compare with before.
-        if any(b is not None and b != cpus for b in before) and self._changed("cpuset", value):
+        results = self.executor.apply_leveled(writes)
+        if any(r.status is Status.APPLIED for r in results) and self._changed("cpuset", value):
             ctx.record(
                 Action(
                     ctx.now,

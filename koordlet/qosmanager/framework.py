@@ -134,8 +134,10 @@ class QoSManager:
         context: Callable[[], Context],
         gates: FeatureGates,
         collect_interval: float,
+        on_run: Callable[[str, float], None] | None = None,
     ) -> None:
         self.strategies = list(strategies)
+        self.on_run = on_run  # (strategy name, seconds) after each run
         self.context = context
         self.gates = gates
         self.collect_interval = collect_interval
@@ -150,11 +152,14 @@ class QoSManager:
     def run_once(self, strategy: Strategy) -> None:
         """One run of one strategy with a fresh context (the loop's body; tests call it)."""
         self.runs[strategy.name] += 1
+        start = time.perf_counter()
         try:
             strategy.run(self.context())
         except Exception:  # a bug in one run must not end the loop
             self.failures[strategy.name] += 1
             log.exception("qos strategy %s failed", strategy.name)
+        if self.on_run is not None:
+            self.on_run(strategy.name, time.perf_counter() - start)
 
     async def run(self) -> None:
         if self.collect_interval < MIN_COLLECT_INTERVAL:

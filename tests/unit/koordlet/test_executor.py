@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -173,8 +174,8 @@ def test_net_cls_has_no_v2_file(tmp_path: Path) -> None:
 class RecordingExecutor(Executor):
     """Records the order of writes that reach the files."""
 
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
+    def __init__(self, root: Path, **options: Any) -> None:
+        super().__init__(root, **options)
         self.order: list[str] = []
 
     def _do_write(self, write: CgroupWrite) -> WriteResult:
@@ -209,6 +210,10 @@ def test_leveled_update_loosens_top_down_then_writes_exact_values_bottom_up(tmp_
     ]
     assert [r.write.cgroup for r in results] == [POD, POD, CTR, CTR]
     assert read(root, "cpuset", POD, "cpuset.cpus") == "2-3"
+    # Every value changed, even those the loosening pass already wrote exactly (the quotas).
+    assert [r.status for r in results] == [Status.APPLIED] * 4
+    again = ex.apply_leveled([[CgroupWrite(POD, "cpu.cfs_quota_us", 80000)]])
+    assert [r.status for r in again] == [Status.UNCHANGED]
 
 
 def test_procs_reads_the_container_pids(tmp_path: Path) -> None:
@@ -217,3 +222,30 @@ def test_procs_reads_the_container_pids(tmp_path: Path) -> None:
     ex = Executor(root)
     assert ex.procs(CTR) == [10, 11]
     assert ex.procs("kubepods/none") == []
+
+
+def test_force_update_window_trusts_what_was_written_or_seen(tmp_path: Path) -> None:
+    root = v1_tree(tmp_path)
+    now = [0.0]
+    ex = RecordingExecutor(root, force_update_seconds=60, clock=lambda: now[0])
+    quota = root / "cpu" / CTR / "cpu.cfs_quota_us"
+
+    assert ex.apply([CgroupWrite(CTR, "cpu.cfs_quota_us", 50000)])[0].status is Status.APPLIED
+    quota.write_text("70000\n")  # changed behind koordlet's back
+    now[0] = 59.0
+    (cached,) = ex.apply([CgroupWrite(CTR, "cpu.cfs_quota_us", 50000)])
+    assert (cached.status, cached.detail) == (Status.UNCHANGED, "written or seen recently")
+    assert read(root, "cpu", CTR, "cpu.cfs_quota_us") == "70000"  # not looked at yet
+    now[0] = 61.0  # the window is over: read, compare, put it back
+    assert ex.apply([CgroupWrite(CTR, "cpu.cfs_quota_us", 50000)])[0].status is Status.APPLIED
+    assert read(root, "cpu", CTR, "cpu.cfs_quota_us") == "50000"
+    # A different value is never served from the window.
+    assert ex.apply([CgroupWrite(CTR, "cpu.cfs_quota_us", 60000)])[0].status is Status.APPLIED
+
+
+def test_without_a_window_every_write_reads_the_file(tmp_path: Path) -> None:
+    root = v1_tree(tmp_path)
+    ex = Executor(root)
+    ex.apply([CgroupWrite(CTR, "cpu.cfs_quota_us", 50000)])
+    (root / "cpu" / CTR / "cpu.cfs_quota_us").write_text("70000\n")
+    assert ex.apply([CgroupWrite(CTR, "cpu.cfs_quota_us", 50000)])[0].status is Status.APPLIED

@@ -54,6 +54,8 @@ def test_a_collect_interval_under_one_second_turns_the_manager_off() -> None:
 def test_a_failing_run_is_counted_and_the_loop_goes_on() -> None:
     bad, good = Probe("Bad", "BECPUSuppress", fail=True), Probe("Good", "CPUBurst")
     qos = manager(bad, good)
+    timed: list[str] = []
+    qos.on_run = lambda name, seconds: timed.append(name) if seconds >= 0 else None
 
     async def main() -> None:
         task = asyncio.create_task(qos.run())
@@ -63,6 +65,7 @@ def test_a_failing_run_is_counted_and_the_loop_goes_on() -> None:
     asyncio.run(main())
     assert qos.failures["Bad"] >= 2 and qos.runs["Bad"] == qos.failures["Bad"]
     assert len(good.contexts) >= 2 and qos.failures["Good"] == 0
+    assert timed.count("Bad") == qos.runs["Bad"]  # failed runs are timed too
 
 
 def test_last_counts_only_fresh_samples() -> None:
