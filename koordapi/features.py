@@ -63,6 +63,8 @@ DEFAULTS: Mapping[str, bool] = {
     "PSICollector": False,
     "BlkIOReconcile": False,
     "AuditEvents": False,
+    "SchedLatencyCollector": True,  # ours: run-queue latency with eBPF, where the kernel allows
+    "BESuppressBySchedLatency": False,  # ours: suppress BE harder while LS pods wait for CPU
 }
 
 

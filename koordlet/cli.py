@@ -70,6 +70,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpi-collector-interval", default="60s", type=duration)
     p.add_argument("--collect-cpi-timewindow", default="10s", type=duration)
     p.add_argument(
+        "--sched-latency-interval",
+        default="10s",
+        type=duration,
+        help="how often run-queue latency histograms are read (gate SchedLatencyCollector)",
+    )
+    p.add_argument(
+        "--sched-latency-sample-seconds",
+        default="2s",
+        type=duration,
+        help="how long the probes stay attached in each interval (sampling keeps their cost "
+        "low; at least the interval: always attached)",
+    )
+    p.add_argument(
         "--tsdb-path",
         default="/var/lib/koordlet/metric-data/",
         help="metric cache folder; empty keeps metrics in memory",
@@ -141,6 +154,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         psi_interval=args.psi_collector_interval,
         cpi_interval=args.cpi_collector_interval,
         cpi_window=args.collect_cpi_timewindow,
+        sched_latency_interval=args.sched_latency_interval,
+        sched_latency_sample=args.sched_latency_sample_seconds,
         tsdb_path=Path(args.tsdb_path) if args.tsdb_path else None,
         tsdb_retention=args.tsdb_retention_duration,
         tsdb_max_bytes=args.tsdb_max_bytes,

@@ -4,6 +4,8 @@ Subcommands:
     top          live node and per-pod usage grouped by QoS class (from the local koordlet)
     pods         known pods, their QoS class and the values koordlet applied
     query        aggregates of a metric over a window (avg, p50 ... p99, last, count)
+    inspect      live run-queue latency of each pod (eBPF), with CPU, throttling, PSI and CPI;
+                 with --pod, one pod's latency histogram
     nri-events   register as an external NRI plugin and print every NRI message as a JSON line
     kernel       the kernel interfaces koordlet would use here (cgroup version, group identity
                  mechanism, core scheduling, resctrl)
@@ -240,6 +242,142 @@ def explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def latency(us: float | None) -> str:
+    """Microseconds in human units: "850us", "1.20ms", "12.5ms", "250ms"."""
+    if us is None:
+        return "-"
+    if round(us) < 1000:
+        return f"{us:.0f}us"
+    ms = us / 1000
+    if ms < 9.995:
+        return f"{ms:.2f}ms"
+    return f"{ms:.1f}ms" if ms < 99.95 else f"{ms:.0f}ms"
+
+
+def percent(value: float | None, scale: float = 1.0, digits: int = 0) -> str:
+    return "-" if value is None else f"{value * scale:.{digits}f}%"
+
+
+def ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _class_rank(qos: str) -> tuple[int, str]:
+    return (QOS_ORDER.index(qos) if qos in QOS_ORDER else len(QOS_ORDER), qos)
+
+
+INSPECT_HEADER = (
+    f"{'POD':38}{'QOS':7}{'RUNQ p50':>10}{'RUNQ p99':>10}{'WAITS':>9}{'CPU':>7}"
+    f"{'THROTTLED':>11}{'PSI':>7}{'CPI':>6}"
+)
+
+
+def render_inspect(data: dict[str, Any]) -> str:
+    """The ``koordctl inspect`` table: pods by QoS class, slowest p99 first, a line per class."""
+    window = data.get("window_seconds") or 0
+    lines = [f"RUN-QUEUE LATENCY (time runnable threads waited for a CPU), last {window:.0f}s"]
+    if not window:
+        lines.append("waiting for the first window: the collector compares two reads")
+    lines += ["", INSPECT_HEADER]
+    classes = data.get("classes", {})
+    pods = data.get("pods", [])
+    for qos in sorted({p["qos"] for p in pods} | set(classes), key=_class_rank):
+        group = [p for p in pods if p["qos"] == qos]
+        group.sort(key=lambda p: (p["runq_p99_us"] is None, -(p["runq_p99_us"] or 0), p["name"]))
+        for pod in group:
+            name = f"{pod['namespace']}/{pod['name']}"[:37]
+            lines.append(
+                f"{name:38}{qos:7}{latency(pod['runq_p50_us']):>10}"
+                f"{latency(pod['runq_p99_us']):>10}{pod['waits']:>9}{cores(pod['cpu_cores']):>7}"
+                f"{percent(pod['throttled'], 100):>11}{percent(pod['psi_cpu_some_avg10'], 1, 1):>7}"
+                f"{ratio(pod['cpi']):>6}"
+            )
+        summary = classes.get(qos)
+        if summary is not None:
+            lines.append(
+                f"{'= ' + qos + ' class':38}{'':7}{latency(summary['p50_us']):>10}"
+                f"{latency(summary['p99_us']):>10}{summary['waits']:>9}"
+            )
+    node = data.get("node")
+    if node is not None:
+        lines.append(
+            f"{'= outside pods (system)':38}{'':7}{latency(node['p50_us']):>10}"
+            f"{latency(node['p99_us']):>10}{node['waits']:>9}"
+        )
+    return "\n".join(lines)
+
+
+BAR_WIDTH = 40
+
+
+def render_bars(slots: list[dict[str, Any]]) -> list[str]:
+    """One line per log2 slot: its range, its count and a bar scaled to the fullest slot."""
+    if not slots:
+        return ["  no waits"]
+    peak = max(s["count"] for s in slots) or 1
+    lines = []
+    for s in slots:
+        bar = "#" * max(1 if s["count"] else 0, round(BAR_WIDTH * s["count"] / peak))
+        span = f"{latency(s['low_us'])} - {latency(s['high_us'])}"
+        lines.append(f"  {span:>18}{s['count']:>10} {bar}")
+    return lines
+
+
+def render_inspect_pod(data: dict[str, Any]) -> str:
+    """One pod's run-queue latency: figures, both histograms as bars, its containers."""
+    window = data.get("window_seconds") or 0
+    lines = [
+        f"pod {data['namespace']}/{data['name']} (uid {data['uid']}), QoS {data['qos']}",
+        f"  run-queue latency p50 {latency(data['runq_p50_us'])}, "
+        f"p99 {latency(data['runq_p99_us'])}, {data['waits']} waits in the last {window:.0f}s",
+        f"  cpu {cores(data['cpu_cores'])} cores, throttled {percent(data['throttled'], 100)}, "
+        f"psi cpu some {percent(data['psi_cpu_some_avg10'], 1, 1)}, cpi {ratio(data['cpi'])}",
+        f"latest window ({window:.0f}s):",
+        *render_bars(data["histogram"]["window"]),
+        "since koordlet started:",
+        *render_bars(data["histogram"]["total"]),
+        "containers (latest window):",
+    ]
+    for c in data.get("containers", []):
+        lines.append(
+            f"  {c['name']:24} p50 {latency(c['p50_us']):>8}  p99 {latency(c['p99_us']):>8}"
+            f"  waits {c['waits']}"
+        )
+    if not data.get("containers"):
+        lines.append("  no container waits (or no container cgroups in the v2 tree)")
+    return "\n".join(lines)
+
+
+def inspect(args: argparse.Namespace) -> int:
+    path = "/api/v1/inspect"
+    if args.pod:
+        path += "?" + urllib.parse.urlencode({"pod": args.pod})
+    try:
+        while True:
+            data = fetch(args.addr, path)
+            if not data.get("available"):
+                if args.json:
+                    print(json.dumps(data))
+                print(
+                    f"koordctl inspect: run-queue latency is not available: {data.get('reason')}",
+                    file=sys.stderr,
+                )
+                return 1
+            if args.json:
+                print(json.dumps(data))
+                return 0
+            text = render_inspect_pod(data) if args.pod else render_inspect(data)
+            if args.once or args.pod:
+                print(text)
+                return 0
+            sys.stdout.write("\x1b[H\x1b[2J" + text + "\n")
+            sys.stdout.flush()
+            time.sleep(args.interval)
+    except KoordletUnreachable as err:
+        print(f"koordctl inspect: {err}", file=sys.stderr)
+        return 1
+
+
 def kernel(args: argparse.Namespace) -> int:
     """Print what koordlet detects on this node, as it detects it at start."""
     found = detect_kernel(
@@ -314,6 +452,20 @@ def build_parser() -> argparse.ArgumentParser:
     explain_cmd.add_argument("--addr", default=DEFAULT_ADDR, help=addr_help)
     explain_cmd.add_argument("--json", action="store_true")
     explain_cmd.set_defaults(func=explain)
+    inspect_cmd = sub.add_parser(
+        "inspect",
+        help="live run-queue latency of each pod (eBPF) with CPU, throttling, PSI and CPI",
+        description="How long each pod's runnable threads waited for a CPU over koordlet's "
+        "latest window (the SchedLatencyCollector feature gate), next to its CPU usage, CFS "
+        "throttling, CPU pressure and CPI. With --pod, one pod's latency histogram. Exits 1 "
+        "with the reason when the collector cannot run on this node.",
+    )
+    inspect_cmd.add_argument("--pod", help="one pod (uid, NAMESPACE/NAME or name): its histogram")
+    inspect_cmd.add_argument("--addr", default=DEFAULT_ADDR, help=addr_help)
+    inspect_cmd.add_argument("--once", action="store_true", help="print one table and exit")
+    inspect_cmd.add_argument("--interval", type=float, default=2.0, help="refresh period (seconds)")
+    inspect_cmd.add_argument("--json", action="store_true", help="print the API's JSON and exit")
+    inspect_cmd.set_defaults(func=inspect)
     kern = sub.add_parser("kernel", help="the kernel interfaces koordlet would use on this node")
     kern.add_argument("--cgroup-root-dir", default="/sys/fs/cgroup/")
     kern.add_argument("--sys-fs-root-dir", default="/sys/fs/")

@@ -37,6 +37,9 @@ from koordlet.executor.cri import CRIRuntime
 from koordlet.executor.kubeapi import EvictionAPI
 from koordlet.executor.resctrl import RESCTRL_ROOT, Resctrl
 from koordlet.hookserver import HookServer
+from koordlet.inspect.exposition import SchedLatencyExposition
+from koordlet.inspect.schedlat import GATE as SCHED_LATENCY_GATE
+from koordlet.inspect.schedlat import SchedLatencyCollector
 from koordlet.kubeclient import KubeClient, KubeCredentials
 from koordlet.metriccache import MetricCache
 from koordlet.metrics import HealthCollector, KoordletMetrics
@@ -49,6 +52,7 @@ from koordlet.qosmanager.eviction import EvictByAPI, EvictionBackend, Evictor, S
 from koordlet.qosmanager.framework import Context, QoSManager, Strategy, node_resources
 from koordlet.qosmanager.memoryevict import MemoryEvict
 from koordlet.qosmanager.resctrlreconcile import ResctrlReconcile
+from koordlet.qosmanager.schedlatency import SchedLatencyGuard, SuppressBoost
 from koordlet.qosmanager.sysconfig import SystemConfig
 from koordlet.reconciling import Reconciler
 from koordlet.server import StatusServer
@@ -92,6 +96,8 @@ class Config:
     psi_interval: float = 10.0
     cpi_interval: float = 60.0
     cpi_window: float = 10.0
+    sched_latency_interval: float = 10.0
+    sched_latency_sample: float = 2.0
     tsdb_path: Path | None = Path("/var/lib/koordlet/metric-data/")  # None: in memory
     tsdb_retention: float = 12 * 3600.0
     tsdb_max_bytes: int = 100 << 20
@@ -171,10 +177,25 @@ class Koordlet:
         self.rdma = (
             RDMACollector(config.sys_root) if config.feature_gates.enabled("RDMADevices") else None
         )
+        self.schedlat = (
+            SchedLatencyCollector(
+                self.pods.snapshot,
+                config.cgroup_root,
+                interval=config.sched_latency_interval,
+                sample=config.sched_latency_sample,
+            )
+            if config.feature_gates.enabled(SCHED_LATENCY_GATE)
+            else None
+        )
         self.collectors = CollectorRunner(self._collectors(), self.cache)
         self.metrics.registry.register(
             HealthCollector(config.node_name, self.collectors, self.cache, self.pods)
         )
+        schedlat = self.schedlat
+        if schedlat is not None:
+            self.metrics.registry.register(
+                SchedLatencyExposition(config.node_name, lambda: schedlat.state)
+            )
         self.views = KoordletViews(
             node_name=config.node_name,
             pods=self.pods,
@@ -183,6 +204,7 @@ class Koordlet:
             topology=self.topology,
             kernel=self.kernel,
             health=self._collector_health,
+            schedlat=(lambda: schedlat.state) if schedlat is not None else None,
         )
         self.audit = AuditTrail(on_action=self._count_action)
         self.views.audit = self.audit
@@ -225,6 +247,8 @@ class Koordlet:
             found.append(GPUCollector(pods, cgroup_root=c.cgroup_root, interval=c.collect_interval))
         if self.rdma is not None:
             found.append(self.rdma)
+        if self.schedlat is not None:
+            found.append(self.schedlat)
         return found
 
     def _node_config_source(self) -> NodeConfigFile | NodeConfigAPI:
@@ -238,12 +262,19 @@ class Koordlet:
 
     def _strategies(self) -> list[Strategy]:
         c = self.config
+        boost = SuppressBoost()  # SchedLatencyGuard lowers CPUSuppress's threshold through it
         return [
             CPUSuppress(
                 self.qos_executor,
                 interval=c.cpu_suppress_interval,
                 min_cpus=c.cpu_suppress_min_cpus,
                 metrics=self.metrics,
+                boost=boost,
+            ),
+            SchedLatencyGuard(
+                boost,
+                interval=c.cpu_suppress_interval,
+                sample_interval=c.sched_latency_interval,
             ),
             CPUBurst(self.qos_executor, interval=c.cpu_suppress_interval, metrics=self.metrics),
             CgroupReconcile(self.qos_executor, interval=c.qos_reconcile_interval),
@@ -418,4 +449,6 @@ class Koordlet:
         if server is not None:
             server.stop()
         self.applier.close()
+        if self.schedlat is not None:
+            self.schedlat.close()
         self.cache.close()

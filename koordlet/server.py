@@ -6,8 +6,12 @@
     GET /api/v1/pods                 known pods: QoS class, containers, applied values, usage
     GET /api/v1/nodemetric           the NodeMetric status (Koordinator's shape)
     GET /api/v1/query?metric=NAME&window=5m&agg=p95[&label.KEY=VALUE...]
-    GET /api/v1/explain?pod=UID|NAMESPACE/NAME    a pod's values and the QoS actions behind them
                                      aggregates of the matching series over the window
+    GET /api/v1/explain?pod=UID|NAMESPACE/NAME    a pod's values and the QoS actions behind them
+    GET /api/v1/inspect[?pod=UID|NAMESPACE/NAME|NAME]
+                                     run-queue latency of each pod, class and the node over the
+                                     latest window (with pod: its histograms and containers);
+                                     "available": false and the reason while the collector is off
 
 It serves from its own threads and only reads: the views it is given do the work. Bad query
 parameters get a 400 with a one-line JSON error.
@@ -38,6 +42,8 @@ class Views(Protocol):
     def node_metric(self) -> dict[str, Any]: ...
 
     def explain(self, pod: str) -> dict[str, Any] | None: ...
+
+    def inspect(self, pod: str | None = None) -> dict[str, Any] | None: ...
 
     def query(
         self, metric: str, window_seconds: float, agg: str, labels: Mapping[str, str]
@@ -107,6 +113,7 @@ class StatusServer:
             "/api/v1/nodemetric": lambda q: self._json(self.views.node_metric()),
             "/api/v1/query": self._query,
             "/api/v1/explain": self._explain,
+            "/api/v1/inspect": self._inspect,
         }
         route = routes.get(url.path)
         try:
@@ -137,6 +144,20 @@ class StatusServer:
         if not pod:
             raise BadRequest("pod is required (uid, namespace/name or name)")
         found = self.views.explain(pod)
+        if found is None:
+            body = json.dumps({"error": f"no pod {pod!r} on this node"}).encode()
+            return 404, "application/json", body
+        return self._json(found)
+
+    def _inspect(self, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
+        unknown = sorted(set(query) - {"pod"})
+        if unknown:
+            raise BadRequest(f"unknown parameter {unknown[0]!r}: inspect takes only pod")
+        pods = query.get("pod", [])
+        if len(pods) > 1:
+            raise BadRequest("pod given more than once: one uid, namespace/name or name")
+        pod = pods[0] if pods else None
+        found = self.views.inspect(pod)
         if found is None:
             body = json.dumps({"error": f"no pod {pod!r} on this node"}).encode()
             return 404, "application/json", body

@@ -1,5 +1,6 @@
 """What koordlet shows about itself: the node, its pods with applied values and usage, the
-NodeMetric report and metric queries. The HTTP server serves these; ``koordctl`` reads them.
+NodeMetric report, metric queries and run-queue latency (``inspect``). The HTTP server serves
+these; ``koordctl`` reads them.
 
 Read-only: applied values are read back from the cgroup files, usage from the metric cache.
 """
@@ -14,6 +15,10 @@ from typing import Any
 from koordapi.cpuset import format_cpuset
 from koordapi.qos import KubeQoS, default_qos_for_kube
 from koordlet.executor import Executor
+from koordlet.inspect import histogram
+from koordlet.inspect.schedlat import GATE as SCHED_LATENCY_GATE
+from koordlet.inspect.schedlat import NAME as SCHED_LATENCY
+from koordlet.inspect.schedlat import PodLatency, SchedLatencyState
 from koordlet.metriccache import MetricCache
 from koordlet.nodemetric import build_status
 from koordlet.qosmanager.audit import AuditTrail
@@ -24,6 +29,14 @@ from runtimehooks.rules import KernelFeatures
 POD_FILES = ("cpu.shares", "cpu.cfs_quota_us", "cpu.idle", "cpuset.cpus", "memory.limit_in_bytes")
 CONTAINER_FILES = ("cpu.shares", "cpu.cfs_quota_us", "cpuset.cpus", "memory.limit_in_bytes")
 FRESH_SECONDS = 10.0  # usage older than this is not shown as current
+# PSI and CPI come every 10 s and 60 s (+ a 10 s counting window) by default: three intervals
+PSI_FRESH_SECONDS = 30.0
+CPI_FRESH_SECONDS = 210.0
+PSI_CPU_SOME = {"psi_resource_type": "cpu", "psi_precision": "avg10", "psi_degree": "some"}
+GATE_OFF = (
+    f"the {SCHED_LATENCY_GATE} feature gate is off "
+    f"(--feature-gates={SCHED_LATENCY_GATE}=true turns it on)"
+)
 
 
 def _plain(value: object) -> object:
@@ -44,8 +57,11 @@ class KoordletViews:
         kernel: KernelFeatures,
         health: Callable[[], Mapping[str, Any]],
         audit: AuditTrail | None = None,
+        schedlat: Callable[[], SchedLatencyState] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``schedlat`` gives the run-queue latency collector's state; None: the gate is off.
+        Whether the collector could start is in ``health()`` under its name."""
         self.node_name = node_name
         self.store = pods
         self.cache = cache
@@ -54,6 +70,7 @@ class KoordletViews:
         self.kernel = kernel
         self.health = health
         self.audit = audit or AuditTrail()
+        self.schedlat = schedlat
         self.clock = clock
 
     def _last(self, name: str, labels: Mapping[str, str]) -> float | None:
@@ -137,6 +154,94 @@ class KoordletViews:
             "strategies": {name: asdict(status) for name, status in sorted(statuses.items())},
         }
 
+    # -- run-queue latency ----------------------------------------------------------------------
+
+    def inspect(self, pod: str | None = None) -> dict[str, Any] | None:
+        """Run-queue latency of every pod, class and the node over the latest window; with
+        ``pod`` (uid, namespace/name or name) that pod's row, histograms and containers, or
+        None when the collector runs and knows no such pod. While the collector is off, the
+        answer is ``available: false`` with the reason, pod or not."""
+        reason = self._schedlat_off()
+        if reason or self.schedlat is None:
+            return {
+                "available": False,
+                "reason": reason,
+                "window_seconds": 0.0,
+                "pods": [],
+                "classes": {},
+                "node": _latency(None),
+            }
+        state = self.schedlat()
+        if pod is not None:
+            found = _find(state, pod)
+            return None if found is None else self._pod_detail(state, found)
+        cpi = self._pod_cpi()
+        return {
+            "available": True,
+            "reason": "",
+            "ts": state.ts,
+            "window_seconds": state.window_seconds,
+            "pods": [self._pod_row(p, cpi) for p in state.pods.values()],
+            "classes": {qos: _latency(hist) for qos, hist in sorted(state.classes.items())},
+            "node": _latency(state.node),
+        }
+
+    def _schedlat_off(self) -> str:
+        if self.schedlat is None:
+            return GATE_OFF
+        health = self.health().get(SCHED_LATENCY) or {}
+        return str(health.get("unavailable") or "")
+
+    def _pod_row(self, pod: PodLatency, cpi: Mapping[str, float]) -> dict[str, Any]:
+        labels = {"pod_uid": pod.uid}
+        now = self.clock()
+        return {
+            "uid": pod.uid,
+            "name": pod.name,
+            "namespace": pod.namespace,
+            "qos": pod.qos,
+            "runq_p50_us": histogram.percentile(pod.window, 0.5),
+            "runq_p99_us": histogram.percentile(pod.window, 0.99),
+            "waits": histogram.count(pod.window),
+            "cpu_cores": self._last("pod_cpu_usage", labels),
+            "throttled": self._last("pod_cpu_throttled", labels),
+            "psi_cpu_some_avg10": self.cache.last(
+                "pod_psi", {**labels, **PSI_CPU_SOME}, now, PSI_FRESH_SECONDS
+            ),
+            "cpi": cpi.get(pod.uid),
+        }
+
+    def _pod_cpi(self) -> dict[str, float]:
+        """Each pod's CPI: its containers' fresh cycles over their instructions."""
+        now = self.clock()
+        sums: dict[str, dict[str, float]] = {}
+        for name, labels in self.cache.series("container_cpi"):
+            field = labels.get("cpi_field")
+            if field not in ("cycles", "instructions"):
+                continue
+            value = self.cache.last(name, labels, now, CPI_FRESH_SECONDS)
+            if value is not None:
+                per_pod = sums.setdefault(labels.get("pod_uid", ""), {})
+                per_pod[field] = per_pod.get(field, 0.0) + value
+        return {
+            uid: s["cycles"] / s["instructions"]
+            for uid, s in sums.items()
+            if s.get("instructions") and "cycles" in s
+        }
+
+    def _pod_detail(self, state: SchedLatencyState, pod: PodLatency) -> dict[str, Any]:
+        return {
+            "available": True,
+            "reason": "",
+            "ts": state.ts,
+            "window_seconds": state.window_seconds,
+            **self._pod_row(pod, self._pod_cpi()),
+            "histogram": {"window": _slots(pod.window), "total": _slots(pod.total)},
+            "containers": [
+                {"name": name, **_latency(hist)} for name, hist in sorted(pod.containers.items())
+            ],
+        }
+
     def node_metric(self) -> dict[str, Any]:
         return build_status(self.cache, self.store, self.clock())
 
@@ -159,3 +264,32 @@ class KoordletViews:
                     }
                 )
         return results
+
+
+def _find(state: SchedLatencyState, pod: str) -> PodLatency | None:
+    """By uid or namespace/name first, then by name alone."""
+    pods = list(state.pods.values())
+    return next((p for p in pods if pod in (p.uid, f"{p.namespace}/{p.name}")), None) or next(
+        (p for p in pods if p.name == pod), None
+    )
+
+
+def _latency(hist: Mapping[int, int] | None) -> dict[str, Any]:
+    hist = hist or {}
+    return {
+        "p50_us": histogram.percentile(hist, 0.5),
+        "p99_us": histogram.percentile(hist, 0.99),
+        "waits": histogram.count(hist),
+    }
+
+
+def _slots(hist: Mapping[int, int]) -> list[dict[str, Any]]:
+    """Every slot from the lowest to the highest with waits (empty ones between included)."""
+    used = [s for s, n in hist.items() if n > 0]
+    if not used:
+        return []
+    out = []
+    for slot in range(min(used), max(used) + 1):
+        low, high = histogram.slot_bounds(slot)
+        out.append({"slot": slot, "low_us": low, "high_us": high, "count": hist.get(slot, 0)})
+    return out

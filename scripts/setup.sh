@@ -6,7 +6,10 @@
 #     private apt configuration and extracted under .cache/ (nothing is installed system-wide,
 #     the system's libc is never upgraded);
 #   - a virtual environment (.venv) with the project and its dev tools installed;
-#   - CRI client stubs generated from the cri-api package, and locally built OCI images.
+#   - CRI client stubs generated from the cri-api package, and locally built OCI images;
+#   - what bcc needs for koordlet's run-queue latency probes: Debian's python3-bpfcc and kernel
+#     headers, /lib/modules/$(uname -r)/{build,source} pointing at them when the running kernel
+#     has none of its own, tracefs mounted, and bcc's Python module reachable from .venv.
 # Every step is skipped when its output is already there, so a second run takes about a second.
 # Failures print one line saying what is missing.
 set -euo pipefail
@@ -181,6 +184,38 @@ build_images() {
     echo "$stamp" >"$out/stamp"
 }
 
+# bcc for the eBPF run-queue latency collector (koordlet/inspect). The headers are Debian's
+# newest, not necessarily the running kernel's: the program reads only tracepoint arguments
+# and uses BPF helpers, which do not depend on them.
+setup_bcc() {
+    apt_install python3-bpfcc linux-headers-amd64
+    local kernel modules headers common
+    kernel=$(uname -r)
+    modules="/lib/modules/$kernel"
+    if [ ! -e "$modules/build" ]; then
+        headers=$(ls -d /usr/src/linux-headers-*-amd64 2>/dev/null | sort -V | tail -n1)
+        common=$(ls -d /usr/src/linux-headers-*-common 2>/dev/null | sort -V | tail -n1)
+        [ -n "$headers" ] || die "linux-headers-amd64 installed no /usr/src/linux-headers-*-amd64"
+        step "linking $modules/build to $headers (no headers for kernel $kernel)"
+        mkdir -p "$modules"
+        ln -sfn "$headers" "$modules/build"
+        [ -n "$common" ] && ln -sfn "$common" "$modules/source"
+    fi
+    if [ ! -e /sys/kernel/tracing/events/sched ] && [ ! -e /sys/kernel/debug/tracing/events/sched ]; then
+        step "mounting tracefs at /sys/kernel/tracing"
+        mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null \
+            || die "cannot mount tracefs at /sys/kernel/tracing (the kernel needs CONFIG_TRACING)"
+    fi
+    # bcc's Python module is plain Python over libbcc: a .pth file gives .venv just that module,
+    # not the rest of Debian's dist-packages.
+    local module=/usr/lib/python3/dist-packages/bcc site
+    [ -d "$module" ] || die "python3-bpfcc installed no $module"
+    mkdir -p "$CACHE/bcc-python"
+    ln -sfn "$module" "$CACHE/bcc-python/bcc"
+    site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    echo "$CACHE/bcc-python" >"$site/koord-bcc.pth"
+}
+
 check_machine
 apt_install runc busybox-static ca-certificates
 fetch_trixie_packages
@@ -188,3 +223,4 @@ make_venv
 generate_cri_stubs
 fetch_promtool
 build_images
+setup_bcc

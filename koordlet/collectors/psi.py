@@ -23,7 +23,7 @@ from pathlib import Path
 from koordlet.collectors.base import CollectorUnavailable
 from koordlet.collectors.cgroupfs import MALFORMED, NO_CGROUP_DIR, read_text, targets
 from koordlet.collectors.rates import Skip
-from koordlet.executor.cgroup import detect_version
+from koordlet.executor.cgroup import v2_root
 from koordlet.metriccache import Sample
 from koordlet.states.pods import KnownPod
 
@@ -64,12 +64,7 @@ def parse_pressure(text: str, where: str, precision: str = PRECISION) -> dict[st
 
 def pressure_root(cgroup_root: Path) -> Path:
     """The hierarchy whose cgroups carry *.pressure files (see the module docstring)."""
-    if detect_version(cgroup_root) == 2:
-        return cgroup_root
-    unified = cgroup_root / "unified"
-    if (unified / "cgroup.controllers").exists():
-        return unified
-    return cgroup_root / "cpuacct"
+    return v2_root(cgroup_root) or cgroup_root / "cpuacct"
 
 
 class PSICollector:

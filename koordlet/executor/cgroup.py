@@ -169,6 +169,14 @@ def lookup(name: str) -> Resource:
         raise ValueError(f"unknown cgroup resource {name!r}") from None
 
 
+def v2_root(root: Path) -> Path | None:
+    """The cgroup v2 hierarchy: ``root`` on a v2 host, ``root/unified`` on a hybrid one."""
+    if detect_version(root) == 2:
+        return root
+    unified = root / "unified"
+    return unified if (unified / "cgroup.controllers").exists() else None
+
+
 def detect_version(root: Path) -> int:
     """2 for a unified hierarchy at ``root``, else 1 (v1 or hybrid)."""
     return 2 if (root / "cgroup.controllers").exists() else 1

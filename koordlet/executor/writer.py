@@ -30,7 +30,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from koordapi.cpuset import format_cpuset
-from koordlet.executor.cgroup import Resource, detect_version, lookup, read_file, write_file
+from koordlet.executor.cgroup import (
+    Resource,
+    detect_version,
+    lookup,
+    read_file,
+    v2_root,
+    write_file,
+)
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +134,9 @@ class Executor:
 
     def v2_dir(self, cgroup: str) -> Path | None:
         """The cgroup's directory in the v2 hierarchy (``unified/`` on a hybrid host), if any."""
-        base = self.root if self.version == 2 else self.root / "unified"
-        folder = base / cgroup.strip("/")
-        return folder if folder.is_dir() else None
+        base = v2_root(self.root)
+        folder = None if base is None else base / cgroup.strip("/")
+        return folder if folder is not None and folder.is_dir() else None
 
     def subdirs(self, cgroup: str, resource: str) -> list[str]:
         """Child cgroups of ``cgroup`` in ``resource``'s hierarchy, as cgroup paths ([] if gone)."""

@@ -20,6 +20,10 @@ and applies it with the NodeSLO's ``cpuSuppressPolicy``:
 With ``resourceUsedThresholdWithBE.enable`` false it recovers instead: the besteffort quota
 goes back to -1 and the BE cpuset to every CPU but reserved, exclusive system and LSE ones.
 Stale node usage means no action (said in the strategy's status), never a guess.
+
+While a ``SuppressBoost`` (from SchedLatencyGuard, see schedlatency.py) is active, the formula
+uses the lower of the NodeSLO's cpuSuppressThresholdPercent and the boost's, and the reason
+says so ("x 30% (boosted: ...)").
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from koordlet.executor import CgroupWrite, Executor, Status
 from koordlet.metrics import KoordletMetrics
 from koordlet.qosmanager.audit import Action
 from koordlet.qosmanager.framework import Context, is_be
+from koordlet.qosmanager.schedlatency import SuppressBoost
 from koordlet.states.pods import kube_qos_dirs
 from koordlet.states.snapshot import pinned_by_class
 from koordlet.states.topology import Processor
@@ -62,6 +67,8 @@ class SuppressInputs:
     non_be_used: float  # pods that are not BE (and pods koordlet does not know)
     reserved_milli: int = 0
     min_percent: int | None = None
+    boost_reason: str = ""  # why threshold_percent is lowered below the NodeSLO's, if it is
+    slo_threshold_percent: int | None = None  # the NodeSLO's, when a boost lowered it
 
     @property
     def system_used(self) -> float:
@@ -78,9 +85,10 @@ class SuppressInputs:
         return milli
 
     def explain(self) -> str:
+        boosted = f" (boosted: {self.boost_reason})" if self.boost_reason else ""
         text = (
             f"suppress: capacity {self.capacity_milli / 1000:g} x {self.threshold_percent}%"
-            f" - LS usage {self.non_be_used:.2f} - system {self.system_used:.2f}"
+            f"{boosted} - LS usage {self.non_be_used:.2f} - system {self.system_used:.2f}"
             f" = {round(self.suppress_milli() / 1000, 2) + 0.0:.2f} cores"  # no "-0.00"
         )
         if self.min_percent is not None:
@@ -167,8 +175,10 @@ class CPUSuppress:
         interval: float = 1.0,
         min_cpus: int = MIN_CPUS,
         metrics: KoordletMetrics | None = None,
+        boost: SuppressBoost | None = None,
     ) -> None:
         self.executor = executor
+        self.boost = boost  # a lowered threshold while LS pods wait for CPU (SchedLatencyGuard)
         self.interval = interval
         self.min_cpus = max(1, min_cpus)
         self.metrics = metrics
@@ -223,14 +233,23 @@ class CPUSuppress:
                 non_be_used += used
         threshold = ctx.rules.slo.threshold
         min_percent = threshold.get("cpuSuppressMinPercent")
+        percent = int(threshold.get("cpuSuppressThresholdPercent", 65))
+        slo_percent: int | None = None
+        boost_reason = ""
+        boost = self.boost.current(ctx.now) if self.boost is not None else None
+        if boost is not None and boost[0] < percent:
+            slo_percent, percent = percent, boost[0]
+            boost_reason = boost[1]
         return SuppressInputs(
             capacity_milli=ctx.node.cpu_milli,
-            threshold_percent=int(threshold.get("cpuSuppressThresholdPercent", 65)),
+            threshold_percent=percent,
             node_used=node_used,
             pods_used=pods_used,
             non_be_used=non_be_used,
             reserved_milli=ctx.node.reserved_cpu_milli,
             min_percent=None if min_percent is None else int(min_percent),
+            boost_reason=boost_reason,
+            slo_threshold_percent=slo_percent,
         )
 
     # -- cpuset policy ------------------------------------------------------------------------
@@ -382,7 +401,7 @@ def next_quota(suppress_milli: int, current: int, capacity_cores: int) -> int | 
 def _numbers(inputs: SuppressInputs | None) -> dict[str, float | str]:
     if inputs is None:
         return {}
-    return {
+    numbers: dict[str, float | str] = {
         "capacity_cores": inputs.capacity_milli / 1000,
         "threshold_percent": inputs.threshold_percent,
         "node_used": round(inputs.node_used, 3),
@@ -390,3 +409,6 @@ def _numbers(inputs: SuppressInputs | None) -> dict[str, float | str]:
         "system_used": round(inputs.system_used, 3),
         "suppress_cores": inputs.suppress_milli() / 1000,
     }
+    if inputs.slo_threshold_percent is not None:
+        numbers["slo_threshold_percent"] = inputs.slo_threshold_percent
+    return numbers

@@ -34,9 +34,16 @@ def free_port() -> int:
 
 class KoordletProcess:
     def __init__(
-        self, node: Node, *, node_slo: str = "", args: tuple[str, ...] = (), interval: str = "1s"
+        self,
+        node: Node,
+        *,
+        node_slo: str = "",
+        args: tuple[str, ...] = (),
+        interval: str = "1s",
+        python_path: tuple[Path, ...] = (),
     ) -> None:
         self.node = node
+        self.python_path = python_path  # searched before the repository (to shadow a module)
         base = node.containerd.layout.base
         self.slo_file = base / "nodeslo.yaml"
         self.slo_file.write_text(node_slo)
@@ -68,7 +75,8 @@ class KoordletProcess:
         """Start koordlet and wait until containerd has a new registration of it."""
         needle = f'plugin \\"{PLUGIN_ID}\\" connected'
         before = self.node.containerd.log_text(since_start=True).count(needle)
-        env = dict(os.environ, PYTHONPATH=str(paths.REPO_ROOT), NODE_NAME="e2e-node")
+        search = os.pathsep.join(str(p) for p in (*self.python_path, paths.REPO_ROOT))
+        env = dict(os.environ, PYTHONPATH=search, NODE_NAME="e2e-node")
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 self.command, stdout=out, stderr=subprocess.STDOUT, env=env

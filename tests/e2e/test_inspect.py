@@ -1,0 +1,154 @@
+"""Run-queue latency with eBPF on the real containerd: attribution, interference, degradation.
+
+The BPF program needs what scripts/setup.sh installs (bcc, kernel headers, tracefs); these
+tests run it for real in koordlet as users start it, and read the results from its API.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from koordapi import keys
+from koordlet.ctl import render_inspect
+from tests.e2e.harness.cri import ContainerSpec, PodSpec
+from tests.e2e.harness.koordlet import KoordletProcess
+from tests.e2e.harness.node import Node
+
+FAST = ("--sched-latency-interval", "1s")
+WAKE_LOOP = ["/bin/sh", "-c", "while :; do usleep 2000; done"]  # wakes 500 times a second
+# A busy service: bursts of work (a few milliseconds of shell) with short sleeps between. It
+# wants more than half a CPU, so beside a hog of equal weight it must queue for its share.
+SERVICE = [
+    "/bin/sh",
+    "-c",
+    "while :; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; usleep 1000; done",
+]
+
+
+def api(koordlet: KoordletProcess, path: str, **query: str) -> Any:
+    url = f"http://127.0.0.1:{koordlet.port}{path}?{urllib.parse.urlencode(query)}"
+    with urllib.request.urlopen(url, timeout=5) as reply:
+        return json.loads(reply.read())
+
+
+def series(koordlet: KoordletProcess, metric: str, uid: str, window: str, agg: str) -> float | None:
+    found = api(koordlet, "/api/v1/query", metric=metric, window=window, agg=agg,
+                **{"label.pod_uid": uid})  # fmt: skip
+    return float(found[0][agg]) if found else None
+
+
+def waits(koordlet: KoordletProcess, uid: str, window: str = "1h") -> float:
+    """All waits recorded for the pod in the window (sum of the per-pass counts)."""
+    avg = series(koordlet, "pod_runq_waits", uid, window, "avg")
+    count = series(koordlet, "pod_runq_waits", uid, window, "count")
+    return 0.0 if avg is None or count is None else avg * count
+
+
+def wait_for(
+    condition: Callable[[], bool], timeout: float, what: str, log: Callable[[], str]
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"{what} not reached in {timeout}s; koordlet log tail:\n{log()[-3000:]}")
+
+
+def pod(qos: str, label: str) -> PodSpec:
+    return PodSpec.new(qos=qos, labels={keys.LABEL_QOS_CLASS: label})
+
+
+def test_waits_are_recorded_under_the_waking_pod_and_not_another(node: Node) -> None:
+    with KoordletProcess(node, args=FAST) as koordlet:
+        busy_id = node.run_pod(pod("burstable", "LS"))
+        node.run_container(busy_id, ContainerSpec("waker", command=WAKE_LOOP))
+        quiet_id = node.run_pod(pod("burstable", "LS"))
+        node.run_container(quiet_id, ContainerSpec("sleeper"))
+        busy, quiet = node.pods[busy_id].uid, node.pods[quiet_id].uid
+
+        wait_for(
+            lambda: waits(koordlet, busy) > 500, 30, "waits of the waking pod", koordlet.log_text
+        )
+        assert waits(koordlet, quiet) == 0  # sleep infinity never wakes: nothing of it
+        p99 = series(koordlet, "pod_runq_latency_p99", busy, "1h", "last")
+        assert p99 is not None and p99 > 0
+
+
+def test_a_be_hog_on_the_same_cpu_raises_the_lsr_pods_wait(node: Node) -> None:
+    # CPU suppress would move the BE container off CPU 0 (it owns BE cpusets): off here, so
+    # that the BE container stays on CPU 0, the LSR pod's CPU, as the runtime was asked.
+    args = (*FAST, "--feature-gates", "BECPUSuppress=false")
+    with KoordletProcess(node, args=args) as koordlet:
+        # An LSR pod pinned to CPU 0 the Koordinator way (the scheduler's resource-status):
+        # the cpuset hook gives its container exactly that CPU.
+        pinned = PodSpec.new(
+            qos="guaranteed",
+            labels={keys.LABEL_QOS_CLASS: "LSR"},
+            annotations={keys.ANNOTATION_RESOURCE_STATUS: json.dumps({"cpuset": "0"})},
+        )
+        ls_id = node.run_pod(pinned)
+        ls_cid = node.run_container(ls_id, ContainerSpec("service", command=SERVICE))
+        assert node.container_values(ls_id, ls_cid).cpuset_cpus == "0"
+        uid = node.pods[ls_id].uid
+        # The LS pod alone on CPU 0: its waits are wake-up latencies of an idle CPU.
+        wait_for(lambda: waits(koordlet, uid, "8s") > 1000, 30, "LS waits alone", koordlet.log_text)
+        time.sleep(8)
+        alone = series(koordlet, "pod_runq_latency_p50", uid, "8s", "avg")
+        alone99 = series(koordlet, "pod_runq_latency_p99", uid, "8s", "avg")
+        alone_mean = series(koordlet, "pod_runq_latency_mean", uid, "8s", "avg")
+        alone_waits = waits(koordlet, uid, "8s")
+
+        be_id = node.run_pod(pod("besteffort", "BE"))
+        hog = ["/bin/sh", "-c", "while :; do :; done"]
+        hog_cid = node.run_container(be_id, ContainerSpec("hog", command=hog, cpuset_cpus="0"))
+        assert node.container_values(be_id, hog_cid).cpuset_cpus == "0"
+        time.sleep(10)  # the 8 s window below holds only passes with the hog running
+        shared = series(koordlet, "pod_runq_latency_p50", uid, "8s", "avg")
+        shared99 = series(koordlet, "pod_runq_latency_p99", uid, "8s", "avg")
+        shared_mean = series(koordlet, "pod_runq_latency_mean", uid, "8s", "avg")
+        shared_waits = waits(koordlet, uid, "8s")
+        screen = api(koordlet, "/api/v1/inspect")
+        print("\n" + render_inspect(screen))  # the README's koordctl inspect screen
+        assert {p["uid"] for p in screen["pods"]} >= {uid, node.pods[be_id].uid}
+
+        print(f"\nLS run-queue wait (us) alone -> beside the BE hog: p50 {alone} -> {shared}, "
+              f"p99 {alone99} -> {shared99}, mean {alone_mean} -> {shared_mean}; waits "
+              f"{alone_waits:.0f} -> {shared_waits:.0f}")  # fmt: skip
+        assert alone_waits > 500 and shared_waits > 500, (alone_waits, shared_waits)
+        assert alone99 is not None and shared99 is not None
+        assert alone_mean is not None and shared_mean is not None
+        # Sharing CPU 0 with a busy BE container, the LS threads queue for their share: the long
+        # waits (the tail, and with it the mean) grow; the median of many short wake-ups (the
+        # shell forking usleep) need not.
+        assert shared99 > 2 * alone99
+        assert shared_mean > alone_mean
+
+
+def test_without_bcc_koordlet_runs_and_says_why(node: Node, tmp_path: Path) -> None:
+    shadow = tmp_path / "no-bcc"
+    (shadow / "bcc").mkdir(parents=True)
+    (shadow / "bcc" / "__init__.py").write_text('raise ImportError("bcc removed for this test")\n')
+    with KoordletProcess(node, args=FAST, python_path=(shadow,)) as koordlet:
+        pod_id = node.run_pod(pod("burstable", "LS"))
+        node.run_container(pod_id, ContainerSpec("app", cpu_shares=512))
+
+        def said() -> bool:
+            health = api(koordlet, "/api/v1/node")["collectors"].get("schedlat", {})
+            return "bcc is not installed" in health.get("unavailable", "")
+
+        wait_for(said, 20, "the reason in /api/v1/node", koordlet.log_text)
+        assert "collector schedlat is off: run-queue latency off: bcc is not installed" in (
+            koordlet.log_text()
+        )
+        assert koordlet.metric("koordlet_collector_up", collector="schedlat") == 0
+        assert koordlet.alive  # and the rest works: the pod's usage is still collected
+        wait_for(lambda: waits(koordlet, node.pods[pod_id].uid) == 0
+                 and series(koordlet, "pod_cpu_usage", node.pods[pod_id].uid, "1h", "count")
+                 is not None, 20, "pod usage without bcc", koordlet.log_text)  # fmt: skip
