@@ -24,6 +24,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -152,19 +153,27 @@ def render_pods(pods: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def top(args: argparse.Namespace) -> int:
+def live(command: str, screen: Callable[[], str], once: bool, interval: float) -> int:
+    """Print ``screen()`` once, or redraw it every ``interval`` seconds until interrupted."""
     try:
         while True:
-            text = render_top(fetch(args.addr, "/api/v1/node"), fetch(args.addr, "/api/v1/pods"))
-            if args.once:
+            text = screen()
+            if once:
                 print(text)
                 return 0
             sys.stdout.write("\x1b[H\x1b[2J" + text + "\n")
             sys.stdout.flush()
-            time.sleep(args.interval)
+            time.sleep(interval)
     except KoordletUnreachable as err:
-        print(f"koordctl top: {err}", file=sys.stderr)
+        print(f"koordctl {command}: {err}", file=sys.stderr)
         return 1
+
+
+def top(args: argparse.Namespace) -> int:
+    def screen() -> str:
+        return render_top(fetch(args.addr, "/api/v1/node"), fetch(args.addr, "/api/v1/pods"))
+
+    return live("top", screen, args.once, args.interval)
 
 
 def pods(args: argparse.Namespace) -> int:
@@ -348,33 +357,29 @@ def render_inspect_pod(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+class NotAvailable(Exception):
+    """koordlet cannot measure run-queue latency; the message says why."""
+
+
 def inspect(args: argparse.Namespace) -> int:
     path = "/api/v1/inspect"
     if args.pod:
         path += "?" + urllib.parse.urlencode({"pod": args.pod})
-    try:
-        while True:
-            data = fetch(args.addr, path)
-            if not data.get("available"):
-                if args.json:
-                    print(json.dumps(data))
-                print(
-                    f"koordctl inspect: run-queue latency is not available: {data.get('reason')}",
-                    file=sys.stderr,
-                )
-                return 1
+
+    def screen() -> str:
+        data = fetch(args.addr, path)
+        if not data.get("available"):
             if args.json:
                 print(json.dumps(data))
-                return 0
-            text = render_inspect_pod(data) if args.pod else render_inspect(data)
-            if args.once or args.pod:
-                print(text)
-                return 0
-            sys.stdout.write("\x1b[H\x1b[2J" + text + "\n")
-            sys.stdout.flush()
-            time.sleep(args.interval)
-    except KoordletUnreachable as err:
-        print(f"koordctl inspect: {err}", file=sys.stderr)
+            raise NotAvailable(data.get("reason"))
+        if args.json:
+            return json.dumps(data)
+        return render_inspect_pod(data) if args.pod else render_inspect(data)
+
+    try:
+        return live("inspect", screen, args.once or bool(args.pod) or args.json, args.interval)
+    except NotAvailable as err:
+        print(f"koordctl inspect: run-queue latency is not available: {err}", file=sys.stderr)
         return 1
 
 

@@ -7,10 +7,11 @@ tests run it for real in koordlet as users start it, and read the results from i
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,17 +51,6 @@ def waits(koordlet: KoordletProcess, uid: str, window: str = "1h") -> float:
     return 0.0 if avg is None or count is None else avg * count
 
 
-def wait_for(
-    condition: Callable[[], bool], timeout: float, what: str, log: Callable[[], str]
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.5)
-    raise TimeoutError(f"{what} not reached in {timeout}s; koordlet log tail:\n{log()[-3000:]}")
-
-
 def pod(qos: str, label: str) -> PodSpec:
     return PodSpec.new(qos=qos, labels={keys.LABEL_QOS_CLASS: label})
 
@@ -73,12 +63,24 @@ def test_waits_are_recorded_under_the_waking_pod_and_not_another(node: Node) -> 
         node.run_container(quiet_id, ContainerSpec("sleeper"))
         busy, quiet = node.pods[busy_id].uid, node.pods[quiet_id].uid
 
-        wait_for(
-            lambda: waits(koordlet, busy) > 500, 30, "waits of the waking pod", koordlet.log_text
-        )
+        koordlet.wait_until(lambda: waits(koordlet, busy) > 500, 30, "waits of the waking pod")
         assert waits(koordlet, quiet) == 0  # sleep infinity never wakes: nothing of it
         p99 = series(koordlet, "pod_runq_latency_p99", busy, "1h", "last")
         assert p99 is not None and p99 > 0
+        # What a user runs: koordctl inspect --once lists both pods, the waker with waits.
+        koordctl = Path(sys.executable).parent / "koordctl"
+        shown = subprocess.run(
+            [str(koordctl), "inspect", "--once", "--addr", f"127.0.0.1:{koordlet.port}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        rows = {line.split()[0]: line.split() for line in shown.splitlines() if line.strip()}
+        busy_row = rows[f"default/{node.pods[busy_id].name}"]
+        quiet_row = rows[f"default/{node.pods[quiet_id].name}"]
+        assert busy_row[1] == "LS" and busy_row[2] != "-"  # a run-queue p50 is shown
+        assert quiet_row[2] == "-"  # nothing measured for the sleeper
 
 
 def test_a_be_hog_on_the_same_cpu_raises_the_lsr_pods_wait(node: Node) -> None:
@@ -98,7 +100,7 @@ def test_a_be_hog_on_the_same_cpu_raises_the_lsr_pods_wait(node: Node) -> None:
         assert node.container_values(ls_id, ls_cid).cpuset_cpus == "0"
         uid = node.pods[ls_id].uid
         # The LS pod alone on CPU 0: its waits are wake-up latencies of an idle CPU.
-        wait_for(lambda: waits(koordlet, uid, "8s") > 1000, 30, "LS waits alone", koordlet.log_text)
+        koordlet.wait_until(lambda: waits(koordlet, uid, "8s") > 1000, 30, "LS waits alone")
         time.sleep(8)
         alone = series(koordlet, "pod_runq_latency_p50", uid, "8s", "avg")
         alone99 = series(koordlet, "pod_runq_latency_p99", uid, "8s", "avg")
@@ -143,12 +145,16 @@ def test_without_bcc_koordlet_runs_and_says_why(node: Node, tmp_path: Path) -> N
             health = api(koordlet, "/api/v1/node")["collectors"].get("schedlat", {})
             return "bcc is not installed" in health.get("unavailable", "")
 
-        wait_for(said, 20, "the reason in /api/v1/node", koordlet.log_text)
+        koordlet.wait_until(said, 20, "the reason in /api/v1/node")
         assert "collector schedlat is off: run-queue latency off: bcc is not installed" in (
             koordlet.log_text()
         )
         assert koordlet.metric("koordlet_collector_up", collector="schedlat") == 0
         assert koordlet.alive  # and the rest works: the pod's usage is still collected
-        wait_for(lambda: waits(koordlet, node.pods[pod_id].uid) == 0
-                 and series(koordlet, "pod_cpu_usage", node.pods[pod_id].uid, "1h", "count")
-                 is not None, 20, "pod usage without bcc", koordlet.log_text)  # fmt: skip
+        uid = node.pods[pod_id].uid
+
+        def usage_without_latency() -> bool:
+            usage = series(koordlet, "pod_cpu_usage", uid, "1h", "count")
+            return usage is not None and waits(koordlet, uid) == 0
+
+        koordlet.wait_until(usage_without_latency, 20, "pod usage without bcc")

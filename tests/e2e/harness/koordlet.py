@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -123,14 +124,17 @@ class KoordletProcess:
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
-    def wait_until(self, condition: object, timeout: float = 10, what: str = "condition") -> None:
+    def wait_until(
+        self, condition: Callable[[], bool], timeout: float = 10, what: str = "condition"
+    ) -> None:
+        """Poll ``condition`` until it holds; else fail with the tail of koordlet's log."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if callable(condition) and condition():
+            if condition():
                 return
-            time.sleep(0.1)
+            time.sleep(0.2)
         raise TimeoutError(
-            f"{what} not reached in {timeout}s; koordlet log tail:\n{self.log_text()[-2000:]}"
+            f"{what} not reached in {timeout}s; koordlet log tail:\n{self.log_text()[-3000:]}"
         )
 
     def __enter__(self) -> KoordletProcess:
