@@ -9,6 +9,10 @@ Subcommands:
     nri-events   register as an external NRI plugin and print every NRI message as a JSON line
     kernel       the kernel interfaces koordlet would use here (cgroup version, group identity
                  mechanism, core scheduling, resctrl)
+    install      put koordlet on this node: a systemd service (--systemd) or containerd's
+                 pre-installed NRI plugin (--nri-plugin); turns NRI on in containerd's config
+    doctor       check this node for koordlet: containerd's NRI settings and socket, koordlet's
+                 registration, cgroups, kernel features, devices; a fix for each problem
 """
 
 from __future__ import annotations
@@ -405,6 +409,102 @@ def kernel(args: argparse.Namespace) -> int:
     return 0
 
 
+def doctor(args: argparse.Namespace) -> int:
+    """Check the node for koordlet; 1 when any check fails."""
+    from koordlet import doctor as checks  # noqa: PLC0415 - only this command needs it
+
+    config = checks.DoctorConfig(
+        proc_root=Path(args.proc_root_dir),
+        sys_root=Path(args.sys_root_dir),
+        cgroup_root=Path(args.cgroup_root_dir),
+        containerd_config=Path(args.containerd_config),
+        containerd_bin=args.containerd_bin,
+        nri_socket=Path(args.nri_socket) if args.nri_socket else None,
+        addr=args.addr,
+    )
+    results = checks.run_checks(config)
+    print(json.dumps(checks.to_json(results)) if args.json else checks.render(results))
+    return checks.exit_status(results)
+
+
+def add_doctor_parser(sub: Any) -> None:
+    doc = sub.add_parser(
+        "doctor",
+        help="check this node for koordlet: containerd's NRI, cgroups, kernel features, devices",
+        description="One line per check (OK, WARN or FAIL) with the fix for each WARN and FAIL: "
+        "containerd's version and NRI settings, the NRI socket, koordlet's registration, the "
+        "cgroup layout and driver, optional kernel features, GPUs and RDMA devices. Exits 1 "
+        "when any check fails.",
+    )
+    doc.add_argument("--containerd-config", default="/etc/containerd/config.toml")
+    doc.add_argument("--containerd-bin", default="containerd", help="for its version")
+    doc.add_argument("--nri-socket", help="NRI socket (default: containerd's socket_path)")
+    doc.add_argument("--addr", default=DEFAULT_ADDR, help="koordlet's --addr (default %(default)s)")
+    doc.add_argument("--proc-root-dir", default="/proc/")
+    doc.add_argument("--sys-root-dir", default="/sys/")
+    doc.add_argument("--cgroup-root-dir", default="/sys/fs/cgroup/")
+    doc.add_argument("--json", action="store_true", help="one JSON object")
+    doc.set_defaults(func=doctor)
+
+
+def install(args: argparse.Namespace) -> int:
+    from koordlet.install.installer import (  # noqa: PLC0415 - only this command needs it
+        InstallError,
+        InstallOptions,
+        install_nri_plugin,
+        install_systemd,
+    )
+
+    options = InstallOptions(
+        root=Path(args.root),
+        containerd_config=Path(args.containerd_config),
+        containerd_bin=args.containerd_bin,
+        config_dir=Path(args.config_dir),
+        plugin_path=Path(args.plugin_path) if args.plugin_path else None,
+        koordlet_args=args.koordlet_args,
+        start=not args.no_start,
+    )
+    try:
+        steps = install_systemd(options) if args.systemd else install_nri_plugin(options)
+    except InstallError as err:
+        print(f"koordctl install: {err}; nothing was installed", file=sys.stderr)
+        return 1
+    for step in steps:
+        print(step)
+    return 0
+
+
+def add_install_parser(sub: Any) -> None:
+    inst = sub.add_parser(
+        "install",
+        help="install koordlet on this node (systemd service or pre-installed NRI plugin)",
+        description="Install koordlet as a systemd service that connects to containerd's NRI "
+        "socket (--systemd), or as an executable in containerd's NRI plugin folder that "
+        "containerd launches itself (--nri-plugin). Either turns NRI on in containerd's "
+        "configuration when it is off. Checks come first; on any failure nothing stays written.",
+    )
+    mode = inst.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--systemd", action="store_true", help="koordlet.service, enabled")
+    mode.add_argument(
+        "--nri-plugin", action="store_true", help="00-koordlet in containerd's NRI plugin folder"
+    )
+    inst.add_argument(
+        "--plugin-path",
+        help="NRI plugin folder (default: containerd's plugin_path, normally /opt/nri/plugins)",
+    )
+    inst.add_argument("--containerd-config", default="/etc/containerd/config.toml")
+    inst.add_argument("--containerd-bin", default="containerd", help="for its version")
+    inst.add_argument("--config-dir", default="/etc/koordlet", help="where koordlet.env is kept")
+    inst.add_argument("--koordlet-args", default="", help="koordlet's flags for a new koordlet.env")
+    inst.add_argument(
+        "--root", default="/", help="install into this file tree instead (systemctl offline)"
+    )
+    inst.add_argument(
+        "--no-start", action="store_true", help="enable koordlet.service but do not start it"
+    )
+    inst.set_defaults(func=install)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="koordctl", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=version("koordinator-py"))
@@ -471,11 +571,13 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_cmd.add_argument("--interval", type=float, default=2.0, help="refresh period (seconds)")
     inspect_cmd.add_argument("--json", action="store_true", help="print the API's JSON and exit")
     inspect_cmd.set_defaults(func=inspect)
+    add_install_parser(sub)
     kern = sub.add_parser("kernel", help="the kernel interfaces koordlet would use on this node")
     kern.add_argument("--cgroup-root-dir", default="/sys/fs/cgroup/")
     kern.add_argument("--sys-fs-root-dir", default="/sys/fs/")
     kern.add_argument("--json", action="store_true", help="one JSON object")
     kern.set_defaults(func=kernel)
+    add_doctor_parser(sub)
     return parser
 
 

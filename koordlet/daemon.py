@@ -55,6 +55,7 @@ from koordlet.qosmanager.resctrlreconcile import ResctrlReconcile
 from koordlet.qosmanager.schedlatency import SchedLatencyGuard, SuppressBoost
 from koordlet.qosmanager.sysconfig import SystemConfig
 from koordlet.reconciling import Reconciler
+from koordlet.sdnotify import notify, watchdog_interval
 from koordlet.server import StatusServer
 from koordlet.states.nodeconfig import NodeConfigAPI, NodeConfigFile
 from koordlet.states.pods import PodStore
@@ -337,6 +338,24 @@ class Koordlet:
             except OSError as err:
                 log.warning("cannot write the NodeMetric report %s: %s", path, err)
 
+    def ready(self) -> bool:
+        """Registered with NRI (when enabled) and one node collection stored."""
+        registered = self.stub is None or self.stub.registrations > 0
+        node = self.collectors.health.get(NodeCollector.name)
+        return registered and node is not None and node.passes > 0
+
+    async def announce_readiness(self) -> None:
+        """Tell systemd (Type=notify) once ready; then keep its watchdog fed."""
+        while not self.ready():  # noqa: ASYNC110 - two components' states, polled
+            await asyncio.sleep(0.1)
+        how = f"NRI plugin {self.stub.index}-{self.stub.name}" if self.stub else "NRI off"
+        notify(f"READY=1\nSTATUS=ready: {how}, collecting every {self.config.collect_interval}s")
+        log.info("koordlet ready (%s)", how)
+        interval = watchdog_interval()
+        while interval is not None:  # pinged from the event loop: a stuck loop stops the pings
+            notify("WATCHDOG=1")
+            await asyncio.sleep(interval)
+
     async def expire_metrics(self) -> None:
         while True:
             await asyncio.sleep(300)
@@ -423,6 +442,7 @@ class Koordlet:
             asyncio.create_task(self.expire_metrics()),
             asyncio.create_task(self.qos.run()),
         ]
+        stop = asyncio.Event()
         if config.nri_enabled:
             self.stub = Stub(
                 self.hookserver,
@@ -433,13 +453,19 @@ class Koordlet:
                 on_served=self._on_served,
                 on_close=lambda: self.metrics.nri_connected.labels(config.node_name).set(0),
             )
-            tasks.append(asyncio.create_task(self.stub.run()))
-        stop = asyncio.Event()
+            serving = asyncio.create_task(self.stub.run())
+            if not self.stub.reconnect:
+                # Launched by containerd: the socket closing means containerd stopped, and it
+                # starts a new plugin process when it comes back.
+                serving.add_done_callback(lambda _: stop.set())
+            tasks.append(serving)
+        tasks.append(asyncio.create_task(self.announce_readiness()))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         log.info("koordlet stopping")
+        notify("STOPPING=1")
         if self.stub is not None:
             self.stub.stop()
         for task in tasks:

@@ -42,8 +42,10 @@ class KoordletProcess:
         args: tuple[str, ...] = (),
         interval: str = "1s",
         python_path: tuple[Path, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
         self.node = node
+        self.extra_env = env or {}  # e.g. NOTIFY_SOCKET, as systemd sets it
         self.python_path = python_path  # searched before the repository (to shadow a module)
         base = node.containerd.layout.base
         self.slo_file = base / "nodeslo.yaml"
@@ -77,7 +79,7 @@ class KoordletProcess:
         needle = f'plugin \\"{PLUGIN_ID}\\" connected'
         before = self.node.containerd.log_text(since_start=True).count(needle)
         search = os.pathsep.join(str(p) for p in (*self.python_path, paths.REPO_ROOT))
-        env = dict(os.environ, PYTHONPATH=search, NODE_NAME="e2e-node")
+        env = dict(os.environ, PYTHONPATH=search, NODE_NAME="e2e-node", **self.extra_env)
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 self.command, stdout=out, stderr=subprocess.STDOUT, env=env
