@@ -143,6 +143,20 @@ make_venv() {
     echo "$want" >"$stamp"
 }
 
+# helm-sdkpy: Helm's own engine as a library, for the chart tests (tests/unit/charts). It
+# declares Python >= 3.12 but works on 3.11, hence --ignore-requires-python.
+install_helm_sdkpy() {
+    local version=0.1.32 log="$CACHE/pip-helm.log"
+    if "$VENV/bin/python" -c "import cffi, importlib.metadata as m; assert m.version('helm-sdkpy') == '$version'" \
+        >/dev/null 2>&1; then
+        return 0
+    fi
+    step "installing helm-sdkpy $version (Helm's engine, for the chart tests) into .venv"
+    mkdir -p "$CACHE"
+    "$VENV/bin/python" -m pip install -q --ignore-requires-python "helm-sdkpy==$version" cffi pycparser \
+        >"$log" 2>&1 || die "pip could not install helm-sdkpy==$version (is PyPI reachable?), see $log"
+}
+
 generate_cri_stubs() {
     local out="$CACHE/cri" stamp
     stamp="$(sha256sum "$CRI_PROTO" | cut -d' ' -f1) $("$VENV/bin/python" -c 'import grpc_tools; import importlib.metadata as m; print(m.version("grpcio-tools"))')"
@@ -220,6 +234,7 @@ check_machine
 apt_install runc busybox-static ca-certificates
 fetch_trixie_packages
 make_venv
+install_helm_sdkpy
 generate_cri_stubs
 fetch_promtool
 build_images

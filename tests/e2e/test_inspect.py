@@ -87,7 +87,12 @@ def test_a_be_hog_on_the_same_cpu_raises_the_lsr_pods_wait(node: Node) -> None:
     # CPU suppress would move the BE container off CPU 0 (it owns BE cpusets): off here, so
     # that the BE container stays on CPU 0, the LSR pod's CPU, as the runtime was asked.
     args = (*FAST, "--feature-gates", "BECPUSuppress=false")
-    with KoordletProcess(node, args=args) as koordlet:
+    # Group identity 0 for BE, written by koordlet down to the besteffort QoS cgroup: the hog
+    # competes by CFS weight alone. (With BE's usual -1 its cgroups are cpu.idle and the LS
+    # pod barely waits, which is what group identity is for; a node whose besteffort cgroup
+    # kept cpu.idle=1 from earlier work would hide the interference this test looks for.)
+    slo = "resourceQOSStrategy:\n  beClass: {cpuQOS: {enable: true, groupIdentity: 0}}\n"
+    with KoordletProcess(node, node_slo=slo, args=args) as koordlet:
         # An LSR pod pinned to CPU 0 the Koordinator way (the scheduler's resource-status):
         # the cpuset hook gives its container exactly that CPU.
         pinned = PodSpec.new(
@@ -111,6 +116,8 @@ def test_a_be_hog_on_the_same_cpu_raises_the_lsr_pods_wait(node: Node) -> None:
         hog = ["/bin/sh", "-c", "while :; do :; done"]
         hog_cid = node.run_container(be_id, ContainerSpec("hog", command=hog, cpuset_cpus="0"))
         assert node.container_values(be_id, hog_cid).cpuset_cpus == "0"
+        assert node.pod_values(be_id).cpu_idle == 0
+        assert node.reader.values("/kubepods/besteffort").cpu_idle == 0
         time.sleep(10)  # the 8 s window below holds only passes with the hog running
         shared = series(koordlet, "pod_runq_latency_p50", uid, "8s", "avg")
         shared99 = series(koordlet, "pod_runq_latency_p99", uid, "8s", "avg")

@@ -1,0 +1,134 @@
+"""The chart rendered and linted once per scenario, with Helm's engine (see helm.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.unit.charts import helm
+
+CUSTOM_TOLERATIONS = [
+    {"key": "dedicated", "operator": "Equal", "value": "colocation", "effect": "NoSchedule"}
+]
+CUSTOM_NODE_SELECTOR = {"node-role.example.com/colocation": "true"}
+CUSTOM_RESOURCES = {
+    "requests": {"cpu": "250m", "memory": "200Mi"},
+    "limits": {"cpu": "2", "memory": "1Gi"},
+}
+CUSTOM_UPDATE_STRATEGY = {"type": "OnDelete"}
+
+# Values per scenario, merged by Helm over the chart's values.yaml.
+SCENARIOS: Mapping[str, Mapping[str, Any]] = {
+    "default": {},
+    "monitoring": {
+        "koordlet": {"metrics": {"port": 9400}},
+        "monitoring": {
+            "serviceMonitor": {
+                "enabled": True,
+                "interval": "15s",
+                "labels": {"release": "prometheus"},
+                "relabelings": [
+                    {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "host"}
+                ],
+            },
+            "grafanaDashboard": {"enabled": True, "annotations": {"grafana_folder": "QoS"}},
+        },
+    },
+    "custom": {
+        "fullnameOverride": "qos",
+        "imagePullSecrets": [{"name": "registry"}],
+        "koordlet": {
+            "image": {
+                "repository": "registry.example.com/koordlet",
+                "tag": "dev",
+                "pullPolicy": "Always",
+            },
+            "featureGates": {"BECPUEvict": False, "PSICollector": True, "CPICollector": True},
+            "flags": {"log-level": "debug", "tsdb-max-bytes": 209715200, "node-metric-file": None},
+            "extraArgs": ["--cpu-suppress-min-cpus=4", "--only-evict-by-api=true"],
+            "extraEnv": [{"name": "PYTHONFAULTHANDLER", "value": "1"}],
+            "tolerations": CUSTOM_TOLERATIONS,
+            "nodeSelector": CUSTOM_NODE_SELECTOR,
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "kubernetes.io/arch",
+                                        "operator": "In",
+                                        "values": ["amd64"],
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+            "resources": CUSTOM_RESOURCES,
+            "updateStrategy": CUSTOM_UPDATE_STRATEGY,
+            "hostNetwork": False,
+            "ebpf": {"enabled": False},
+            "resctrl": {"enabled": False},
+            "podAnnotations": {"example.com/team": "sre"},
+            "podLabels": {"example.com/tier": "node"},
+        },
+        "sloConfig": {
+            "data": {
+                "system-config": None,
+                "host-application-config": {"applications": []},
+                "resource-threshold-config": {
+                    "clusterStrategy": {"cpuSuppressThresholdPercent": 50}
+                },
+            }
+        },
+    },
+    "bring-your-own": {
+        "rbac": {"create": False},
+        "sloConfig": {"create": False},
+        "koordlet": {"serviceAccount": {"create": False, "name": "koordlet"}, "featureGates": None},
+    },
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    values: Mapping[str, Any]
+    lint: helm.LintResult
+    release: helm.Release
+
+
+@pytest.fixture(scope="session")
+def outcomes() -> dict[str, Outcome]:
+    """Every scenario linted and rendered, in one child process (about two seconds)."""
+    if not helm.available():
+        pytest.fail(helm.INSTALL_HINT, pytrace=False)
+    requests: list[helm.Request] = []
+    for values in SCENARIOS.values():
+        requests += [helm.Lint(helm.CHART, values), helm.Render(helm.CHART, values)]
+    results = helm.run(*requests)
+    found = {}
+    for i, (name, values) in enumerate(SCENARIOS.items()):
+        lint, release = results[2 * i], results[2 * i + 1]
+        assert isinstance(lint, helm.LintResult) and isinstance(release, helm.Release)
+        found[name] = Outcome(values, lint, release)
+    return found
+
+
+@pytest.fixture(params=list(SCENARIOS))
+def outcome(request: pytest.FixtureRequest, outcomes: dict[str, Outcome]) -> Outcome:
+    """One scenario's outcome; tests using it run once per scenario."""
+    found = outcomes[request.param]
+    assert not found.release.error, f"helm install failed: {found.release.error}"
+    return found
+
+
+@pytest.fixture
+def default(outcomes: dict[str, Outcome]) -> helm.Release:
+    release = outcomes["default"].release
+    assert not release.error, f"helm install failed: {release.error}"
+    return release
