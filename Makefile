@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup demo test lint typecheck unit e2e clean
+.PHONY: setup demo test lint typecheck unit e2e kind clean
 
 setup:
 	@scripts/setup.sh
@@ -30,6 +30,10 @@ unit:
 # KOORD_E2E_REQUIRED=1: a skipped end-to-end test is a failure here.
 e2e:
 	KOORD_E2E_REQUIRED=1 $(VENV)/bin/pytest -q tests/e2e
+
+# The control plane on a kind cluster (needs Docker, pytest-kind and helm; not part of `test`).
+kind: setup
+	$(VENV)/bin/pytest -q -rs tests/kind
 
 clean:
 	rm -rf $(VENV) .cache .mypy_cache .ruff_cache .pytest_cache

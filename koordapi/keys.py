@@ -36,6 +36,10 @@ ANNOTATION_EVICTION_POLICY = "koordinator.sh/eviction-policy"
 ANNOTATION_EVICTION_PRIORITY = "koordinator.sh/eviction-priority"
 ANNOTATION_DOCKER_TYPE = "io.kubernetes.docker.type"
 
+# -- ClusterColocationProfile annotations ----------------------------------------------------
+# present on a profile (any value): matched pods keep cpu/memory, no batch/mid conversion
+ANNOTATION_SKIP_UPDATE_RESOURCES = "config.koordinator.sh/skip-update-resources"
+
 # -- node annotations and labels -------------------------------------------------------------
 ANNOTATION_CPU_NORMALIZATION_RATIO = "node.koordinator.sh/cpu-normalization-ratio"
 LABEL_CPU_NORMALIZATION_ENABLED = "node.koordinator.sh/cpu-normalization-enabled"

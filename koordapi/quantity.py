@@ -59,3 +59,37 @@ def value(quantity: str | int | float) -> int:
 def milli_value(quantity: str | int | float) -> int:
     """The quantity in thousandths, rounded up (Kubernetes ``Quantity.MilliValue``)."""
     return math.ceil(parse_quantity(quantity) * 1000)
+
+
+# -- formatting ------------------------------------------------------------------------------
+
+_BINARY_SUFFIXES = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
+_DECIMAL_FRACTIONS = (("m", 3), ("u", 6), ("n", 9))
+
+
+def format_quantity(amount: int | Decimal) -> str:
+    """A decimal quantity as Kubernetes accepts it: integers as plain digits ("37000", never
+    "37k", so a milli-core count reads as one), fractions with the coarsest exact suffix
+    ("1500m"). Raises QuantityError for amounts finer than a nano-unit."""
+    if isinstance(amount, int):
+        return str(amount)
+    if not amount.is_finite():
+        raise QuantityError(f"not a quantity: {amount!r}")
+    if amount == amount.to_integral_value():
+        return str(int(amount))
+    for suffix, digits in _DECIMAL_FRACTIONS:
+        scaled = amount.scaleb(digits)
+        if scaled == scaled.to_integral_value():
+            return f"{int(scaled)}{suffix}"
+    raise QuantityError(f"{amount} is finer than a nano-unit")
+
+
+def format_binary(amount: int) -> str:
+    """Whole bytes in Kubernetes' canonical binary form: the largest power-of-1024 suffix that
+    keeps the number whole ("98Gi", "1536Mi"), else plain bytes ("1500000")."""
+    if amount == 0:
+        return "0"
+    for suffix, shift in _BINARY_SUFFIXES:
+        if amount % (1 << shift) == 0:
+            return f"{amount >> shift}{suffix}"  # exact, so the shift is a division
+    return str(amount)

@@ -244,7 +244,28 @@ def render_explain(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def explain_node(args: argparse.Namespace) -> int:
+    """A Node's batch and mid resources and koord-manager's explanation, from the API server."""
+    from lightkube.resources.core_v1 import Node  # noqa: PLC0415 - only this command needs it
+
+    from manager.explain import render_node_explanation  # noqa: PLC0415
+    from manager.kube.client import KubeApi, build_client  # noqa: PLC0415
+
+    async def read() -> dict[str, Any]:
+        return await KubeApi(build_client(args.kubeconfig)).get(Node, args.name)
+
+    try:
+        node = asyncio.run(read())
+    except Exception as err:
+        print(f"koordctl explain node: cannot read node {args.name}: {err}", file=sys.stderr)
+        return 1
+    print(json.dumps(node) if args.json else render_node_explanation(node))
+    return 0
+
+
 def explain(args: argparse.Namespace) -> int:
+    if args.pod == "node" and args.name:
+        return explain_node(args)
     path = "/api/v1/explain?" + urllib.parse.urlencode({"pod": args.pod})
     try:
         data = fetch(args.addr, path)
@@ -551,9 +572,13 @@ def build_parser() -> argparse.ArgumentParser:
     query_cmd.add_argument("--json", action="store_true")
     query_cmd.set_defaults(func=query)
     explain_cmd = sub.add_parser(
-        "explain", help="a pod's applied values and the QoS actions (with reasons) behind them"
+        "explain",
+        help="a pod's applied values and the QoS actions (with reasons) behind them; "
+        "`explain node NAME`: a node's batch resources and how koord-manager computed them",
     )
-    explain_cmd.add_argument("pod", help="pod uid, NAMESPACE/NAME or name")
+    explain_cmd.add_argument("pod", help="pod uid, NAMESPACE/NAME or name; or `node`")
+    explain_cmd.add_argument("name", nargs="?", help="with `node`: the node's name")
+    explain_cmd.add_argument("--kubeconfig", help="with `node`: default in-cluster or ~/.kube")
     explain_cmd.add_argument("--addr", default=DEFAULT_ADDR, help=addr_help)
     explain_cmd.add_argument("--json", action="store_true")
     explain_cmd.set_defaults(func=explain)

@@ -1,0 +1,208 @@
+"""koord-manager's composition root: informers, controllers, leader election, webhooks, metrics.
+
+Every replica keeps the informer caches and serves the webhooks and /metrics (the API server
+and Prometheus reach whichever pod a Service picks). Only the replica holding the Lease runs
+the controllers, so two replicas never both write; when it loses the Lease, ``run`` returns
+and the process exits, as Kubernetes components do, to start over as a follower.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from manager.controllers.events import EventRecorder
+from manager.controllers.noderesource import NAME as NODE_RESOURCE
+from manager.controllers.noderesource import NodeResourceController
+from manager.controllers.nodeslo import NodeMetricController, NodeSLOController
+from manager.controllers.state import ClusterState
+from manager.kube.client import KubeApi
+from manager.kube.leader import LeaderElectionConfig, LeaderElector
+from manager.kube.resources import object_key
+from manager.kube.workqueue import WorkQueue, run_worker
+from manager.metrics import ManagerMetrics
+from manager.webhooks.server import WebhookServer
+
+log = logging.getLogger(__name__)
+
+Object = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ManagerOptions:
+    config_namespace: str = "koordinator-system"  # --config-namespace
+    slo_config_name: str = "slo-controller-config"  # --slo-config-name
+    webhook_port: int | None = 9876  # None: no webhook server
+    webhook_cert_dir: Path = Path("/tmp/k8s-webhook-server/serving-certs")
+    metrics_addr: str = ":8080"  # empty: no metrics server
+    leader_elect: bool = True
+    leader_election_namespace: str = "koordinator-system"
+    leader_election_id: str = "koord-manager"
+    workers: int = 4  # per controller
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - a server's default
+
+
+class Manager:
+    def __init__(
+        self, api: KubeApi, options: ManagerOptions, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.api, self.options = api, options
+        self.metrics = ManagerMetrics()
+        self.state = ClusterState(api, options.config_namespace, options.slo_config_name)
+        self.events = EventRecorder(api, clock=clock)
+        self.node_resource = NodeResourceController(api, self.state, self.metrics, clock=clock)
+        self.node_slo = NodeSLOController(api, self.state, self.events, self.metrics)
+        self.node_metric = NodeMetricController(api, self.state, self.metrics)
+        self.reconcilers: dict[str, Callable[[str], Awaitable[float | None]]] = {
+            NODE_RESOURCE: self.node_resource.reconcile,
+            NodeSLOController.NAME: self.node_slo.reconcile,
+            NodeMetricController.NAME: self.node_metric.reconcile,
+        }
+        self.queues = {name: WorkQueue() for name in self.reconcilers}
+        self._wire()
+        self.webhooks: WebhookServer | None = None
+        self.leading = asyncio.Event()
+
+    # -- events to keys -----------------------------------------------------------------------
+
+    def _all(self, node: str) -> None:
+        for queue in self.queues.values():
+            queue.add(node)
+
+    def _every_node(self) -> None:
+        for node in self.state.nodes.keys():  # noqa: SIM118 - an Informer, not a dict
+            self._all(node)
+
+    def _wire(self) -> None:
+        s, q = self.state, self.queues
+        s.nodes.add_handler(lambda _event, node: self._all(object_key(node)))
+        s.config_maps.add_handler(lambda _event, _cm: self._every_node())
+
+        def on_metric(_event: str, metric: Object) -> None:
+            q[NODE_RESOURCE].add(object_key(metric))
+            q[NodeMetricController.NAME].add(object_key(metric))
+
+        def on_pod(_event: str, pod: Object) -> None:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node:
+                q[NODE_RESOURCE].add(node)
+
+        s.node_metrics.add_handler(on_metric)
+        s.pods.add_handler(on_pod)
+        s.node_slos.add_handler(lambda _e, slo: q[NodeSLOController.NAME].add(object_key(slo)))
+
+    # -- running ------------------------------------------------------------------------------
+
+    def _timed(self, name: str) -> Callable[[str], Awaitable[float | None]]:
+        reconcile = self.reconcilers[name]
+
+        async def run(key: str) -> float | None:
+            start = time.perf_counter()
+            try:
+                return await reconcile(key)
+            except Exception:
+                self.metrics.reconcile_errors.labels(name).inc()
+                raise
+            finally:
+                self.metrics.reconcile_seconds.labels(name).observe(time.perf_counter() - start)
+                self.metrics.queue_depth.labels(name).set(len(self.queues[name]))
+
+        return run
+
+    async def lead(self) -> None:
+        """Run the controllers until cancelled (leadership lost or shutdown)."""
+        self.leading.set()
+        self.metrics.leader.set(1)
+        log.info("leading: starting the controllers")
+        self._every_node()
+        workers = [
+            asyncio.create_task(run_worker(self.queues[name], self._timed(name)))
+            for name in self.reconcilers
+            for _ in range(self.options.workers)
+        ]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            self.leading.clear()
+            self.metrics.leader.set(0)
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def run(self) -> None:
+        """Until cancelled, or until this replica loses the Lease."""
+        informers = [asyncio.create_task(i.run()) for i in self.state.informers]
+        servers: list[web.AppRunner] = []
+        try:
+            if self.options.metrics_addr:
+                servers.append(await self._serve_metrics())
+            if self.options.webhook_port is not None:
+                self.webhooks = WebhookServer(
+                    "0.0.0.0",  # noqa: S104 - reached through a Service
+                    self.options.webhook_port,
+                    self.options.webhook_cert_dir,
+                    self.state,
+                    self.options.config_namespace,
+                    self.options.slo_config_name,
+                )
+                await self.webhooks.start()
+            await asyncio.gather(*(i.wait_synced() for i in self.state.informers))
+            log.info("synced: %d nodes, %d pods", len(self.state.nodes), len(self.state.pods))
+            if self.options.leader_elect:
+                config = LeaderElectionConfig(
+                    name=self.options.leader_election_id,
+                    namespace=self.options.leader_election_namespace,
+                )
+                await LeaderElector(self.api, config).run(self.lead)
+                log.warning("lost the leader Lease %s: stopping", config.name)
+            else:
+                await self.lead()
+        finally:
+            for queue in self.queues.values():
+                queue.shut_down()
+            if self.webhooks is not None:
+                await self.webhooks.stop()
+            for runner in servers:
+                await runner.cleanup()
+            for task in informers:
+                task.cancel()
+            await asyncio.gather(*informers, return_exceptions=True)
+
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.state.informers)
+
+    async def _serve_metrics(self) -> web.AppRunner:
+        async def metrics(_request: web.Request) -> web.Response:
+            body = generate_latest(self.metrics.registry)
+            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        async def healthz(_request: web.Request) -> web.Response:
+            return web.Response(text="ok\n")
+
+        async def readyz(_request: web.Request) -> web.Response:
+            ready = self.synced()
+            return web.Response(text="ok\n" if ready else "caches not synced\n",
+                                status=200 if ready else 503)  # fmt: skip
+
+        app = web.Application()
+        app.router.add_get("/metrics", metrics)
+        app.router.add_get("/healthz", healthz)
+        app.router.add_get("/readyz", readyz)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        host, port = split_addr(self.options.metrics_addr)
+        await web.TCPSite(runner, host, port).start()
+        log.info("metrics on %s", self.options.metrics_addr)
+        return runner

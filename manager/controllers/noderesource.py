@@ -1,0 +1,106 @@
+"""The NodeResource controller: publish batch-* and mid-* on each Node from its NodeMetric.
+
+One key per node. A node is looked at again when it, its NodeMetric, a pod on it or the
+ConfigMap changes, and at least every ``RECHECK_SECONDS`` (a NodeMetric that stops changing
+must still be noticed going stale). The decisions are manager.noderesource's; this module only
+reads the caches, decides whether to write (need_sync) and sends one merge patch to the Node's
+status, carrying the explanation of every number in an annotation that ``koordctl explain
+node`` prints.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import time
+from collections.abc import Callable
+
+from lightkube.resources.core_v1 import Node
+
+from manager.colocation import strategy_for_node
+from manager.controllers.state import ClusterState
+from manager.kube.client import KubeApi, is_not_found
+from manager.metrics import ManagerMetrics
+from manager.noderesource.calculator import NodeResourceResult, calculate
+from manager.noderesource.patch import status_patch
+from manager.noderesource.pods import PodMemo
+from manager.noderesource.sync import need_sync
+
+log = logging.getLogger(__name__)
+
+NAME = "noderesource"
+# Ours (not Koordinator's): how each managed resource on this node was last computed.
+ANNOTATION_EXPLANATION = "koordinator-py.io/node-resource-explanation"
+RECHECK_SECONDS = 60.0
+
+
+def explanation(result: NodeResourceResult, why: str, now: float) -> str:
+    """The annotation's JSON: when, why it was written, and one line per managed resource."""
+    stamp = datetime.datetime.fromtimestamp(now, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    record = {
+        "updateTime": stamp,
+        "writtenBecause": why,
+        "resources": {name: o.explanation for name, o in result.resources.items()},
+    }
+    if result.reason:
+        record["reason"] = result.reason
+    if result.notes:
+        record["notes"] = list(result.notes)
+    return json.dumps(record, sort_keys=True)
+
+
+class NodeResourceController:
+    def __init__(
+        self,
+        api: KubeApi,
+        state: ClusterState,
+        metrics: ManagerMetrics,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.api, self.state, self.metrics, self.clock = api, state, metrics, clock
+        self.last_write: dict[str, float] = {}  # node → when this manager last wrote it
+        self.memo = PodMemo()
+
+    async def reconcile(self, name: str) -> float | None:
+        node = self.state.nodes.get(name)
+        if node is None:
+            self.last_write.pop(name, None)
+            return None
+        config = self.state.colocation()
+        if config is None:  # the ConfigMap was never read: nothing is known yet
+            return None
+        strategy = strategy_for_node(config, node)
+        now = self.clock()
+        result = calculate(
+            node,
+            self.state.node_metrics.get(name),
+            self.state.pods_on(name),
+            strategy,
+            now,
+            memo=self.memo,
+        )
+        write, why = need_sync(node, result, self.last_write.get(name), now, strategy)
+        if not write:
+            self.metrics.reconciles.labels(NAME, "unchanged").inc()
+            return RECHECK_SECONDS
+        patch = status_patch(node, result)
+        annotations = patch.setdefault("metadata", {}).setdefault("annotations", {})
+        annotations[ANNOTATION_EXPLANATION] = explanation(result, why, now)
+        try:
+            await self.api.patch(Node, name, patch, subresource="status")
+        except Exception as err:
+            if is_not_found(err):  # deleted meanwhile; its delete event cleans up
+                return None
+            raise
+        self.last_write[name] = now
+        self.metrics.reconciles.labels(NAME, "written").inc()
+        self.metrics.node_resource_writes.inc()
+        log.info(
+            "node %s: wrote %s (%s)",
+            name,
+            ", ".join(f"{k}={v}" for k, v in result.quantities.items()),
+            why,
+        )
+        return RECHECK_SECONDS

@@ -1,0 +1,131 @@
+"""What the manager knows of the cluster: one informer per kind, and the views built on them.
+
+Every controller and the webhooks read from here, never from the API: the informers keep a
+cache each (LIST then WATCH), so a reconcile costs no reads. Handlers registered by the
+controllers turn cache changes into work-queue keys.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Node, Pod
+from lightkube.resources.scheduling_v1 import PriorityClass
+
+from manager.colocation import ColocationConfig, parse_colocation_config
+from manager.errors import ConfigError
+from manager.kube.client import KubeApi
+from manager.kube.informer import Informer
+from manager.kube.resources import ClusterColocationProfile, NodeMetric, NodeSLO, object_key
+from manager.sloconfig import COLOCATION_CONFIG
+
+log = logging.getLogger(__name__)
+
+Object = dict[str, Any]
+
+
+class ClusterState:
+    """Informers for the kinds the manager reads, a pods-by-node index and the ConfigMap."""
+
+    def __init__(self, api: KubeApi, config_namespace: str, slo_config_name: str) -> None:
+        self.config_namespace = config_namespace
+        self.slo_config_name = slo_config_name
+        self.nodes = Informer(api, Node)
+        self.pods = Informer(api, Pod)
+        self.node_metrics = Informer(api, NodeMetric)
+        self.node_slos = Informer(api, NodeSLO)
+        self.config_maps = Informer(
+            api, ConfigMap, namespace=config_namespace, fields=f"metadata.name={slo_config_name}"
+        )
+        self.profiles_informer = Informer(api, ClusterColocationProfile)
+        self.priority_class_informer = Informer(api, PriorityClass)
+        self.namespaces = Informer(api, Namespace)
+        self._pods_by_node: dict[str, dict[str, Object]] = {}
+        self._pod_node: dict[str, str] = {}
+        self.pods.add_handler(self._index_pod)
+        self._colocation: tuple[str | None, ColocationConfig | None] = (None, None)
+        self.colocation_error = ""  # why the current colocation-config text is not used
+
+    @property
+    def informers(self) -> list[Informer]:
+        return [
+            self.nodes,
+            self.pods,
+            self.node_metrics,
+            self.node_slos,
+            self.config_maps,
+            self.profiles_informer,
+            self.priority_class_informer,
+            self.namespaces,
+        ]
+
+    # -- pods by node -------------------------------------------------------------------------
+
+    def _index_pod(self, event: str, pod: Object) -> None:
+        key = object_key(pod)
+        old = self._pod_node.pop(key, None)
+        if old is not None:
+            self._pods_by_node.get(old, {}).pop(key, None)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if event != "DELETED" and node:
+            self._pod_node[key] = node
+            self._pods_by_node.setdefault(node, {})[key] = pod
+
+    def pods_on(self, node: str) -> list[Object]:
+        return list(self._pods_by_node.get(node, {}).values())
+
+    def node_of_pod(self, key: str) -> str | None:
+        return self._pod_node.get(key)
+
+    # -- the slo-controller-config ConfigMap ----------------------------------------------------
+
+    def config_map(self) -> Object | None:
+        return self.config_maps.get(f"{self.config_namespace}/{self.slo_config_name}")
+
+    def slo_config_data(self) -> dict[str, str] | None:
+        """The ConfigMap's data; None while it does not exist."""
+        config_map = self.config_map()
+        if config_map is None:
+            return None
+        data = config_map.get("data") or {}
+        return {str(k): str(v) for k, v in data.items()}
+
+    def colocation(self) -> ColocationConfig | None:
+        """The colocation config, or None when it was never loaded (nothing to do yet).
+
+        A key that fails to parse keeps the last good config (``colocation_error`` says why);
+        a missing key is Koordinator's default: colocation off.
+        """
+        data = self.slo_config_data()
+        if data is None:
+            return self._colocation[1]
+        text = data.get(COLOCATION_CONFIG, "{}")
+        if text == self._colocation[0]:
+            return self._colocation[1]
+        try:
+            config = parse_colocation_config(text)
+        except ConfigError as err:
+            if str(err) != self.colocation_error:
+                log.warning("%s is invalid, keeping the last good one: %s", COLOCATION_CONFIG, err)
+            self.colocation_error = str(err)
+            return self._colocation[1]
+        self.colocation_error = ""
+        self._colocation = (text, config)
+        return config
+
+    # -- what the webhooks read (manager.webhooks.server.StateProvider) --------------------------
+
+    def profiles(self) -> Sequence[Mapping[str, Any]]:
+        return self.profiles_informer.list()
+
+    def priority_classes(self) -> Mapping[str, Mapping[str, Any]]:
+        return {
+            str((pc.get("metadata") or {}).get("name")): pc
+            for pc in self.priority_class_informer.list()
+        }
+
+    def namespace_labels(self, name: str) -> Mapping[str, str]:
+        namespace = self.namespaces.get(name)
+        return ((namespace or {}).get("metadata") or {}).get("labels") or {}

@@ -1,0 +1,143 @@
+"""What the formulas read from a NodeMetric object (controlplane-apis §4.2): update time,
+system and node usage, per-pod usage with the reported priority, host applications and the
+predicted prod-reclaimable amount, as (milli-cores, bytes).
+
+A malformed or negative quantity, or a wrong shape, raises MetricError naming the path: the
+caller degrades rather than publish an amount computed from a broken report. A missing usage is
+not an error here; it reads as None and each formula decides what that means.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from koordapi import qos
+from koordapi.errors import ModelError
+from manager.noderesource.amounts import Pair, milli, units
+
+PodMetric = tuple[str, int | None, int | None]
+"""(priority as reported by koordlet, cpu usage or None, memory usage or None)"""
+
+_EMPTY: Mapping[str, Any] = {}
+_SHAPE_ERRORS = (ModelError, AttributeError, TypeError)
+
+
+class MetricError(ValueError):
+    """The NodeMetric holds a value the formulas cannot use."""
+
+
+@dataclass(frozen=True)
+class MetricView:
+    update_time: float | None  # seconds since the epoch
+    system_usage: Pair | None  # None when cpu or memory is missing
+    node_usage: Pair | None
+    pods: Mapping[str, PodMetric] = field(default_factory=dict)  # by namespace/name
+    host_apps: tuple[tuple[str, Pair], ...] = ()  # (priority, usage)
+    prod_reclaimable: Pair | None = None
+
+
+def _pair_of(resource_map: Any) -> tuple[int | None, int | None]:
+    """(cpu, memory) of a ResourceMap ({"resources": {...}}), None for a missing one. Raises
+    ModelError, or AttributeError/TypeError for a wrong shape (callers add the path)."""
+    if not resource_map:
+        return None, None
+    resources = resource_map.get("resources")
+    if not resources:
+        return None, None
+    cpu = resources.get("cpu")
+    memory = resources.get("memory")
+    c = milli(cpu) if cpu is not None else None
+    m = units(memory) if memory is not None else None
+    if (c is not None and c < 0) or (m is not None and m < 0):
+        raise ModelError(f"negative usage (cpu {cpu!r}, memory {memory!r})")
+    return c, m
+
+
+def _describe(err: Exception) -> str:
+    return str(err) if isinstance(err, ModelError) else f"malformed ({err})"
+
+
+def _checked_pair(resource_map: Any, where: str) -> tuple[int | None, int | None]:
+    try:
+        return _pair_of(resource_map)
+    except _SHAPE_ERRORS as err:
+        raise MetricError(f"{where}: {_describe(err)}") from None
+
+
+def _usage(resource_map: Any, where: str) -> Pair | None:
+    cpu, memory = _checked_pair(resource_map, where)
+    if cpu is None or memory is None:
+        return None
+    return cpu, memory
+
+
+def _parse_time(text: Any) -> float | None:
+    if not text:
+        return None
+    if not isinstance(text, str):
+        raise MetricError(f"status.updateTime: not a time: {text!r}")
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise MetricError(f"status.updateTime: not an RFC 3339 time: {text!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
+
+
+def _object(value: Any, where: str) -> Mapping[str, Any]:
+    if not value:
+        return _EMPTY
+    if not isinstance(value, Mapping):
+        raise MetricError(f"{where}: must be an object")
+    return value
+
+
+def _pods_metric(entries: Any) -> dict[str, PodMetric]:
+    pods: dict[str, PodMetric] = {}
+    position = -1
+    try:
+        # hot path: a hundred entries per node; the path is only spelt out on error
+        for entry in entries or ():
+            position += 1
+            c, m = _pair_of(entry.get("podUsage"))
+            key = f"{entry.get('namespace', '')}/{entry.get('name', '')}"
+            pods[key] = (entry.get("priority") or "", c, m)
+    except _SHAPE_ERRORS as err:
+        raise MetricError(f"status.podsMetric[{position}]: {_describe(err)}") from None
+    return pods
+
+
+def read_node_metric(node_metric: Mapping[str, Any]) -> MetricView:
+    """The parts of a NodeMetric object the formulas read; raises MetricError."""
+    status = _object(node_metric.get("status"), "status")
+    node_part = _object(status.get("nodeMetric"), "status.nodeMetric")
+    host_apps = []
+    for i, entry in enumerate(status.get("hostApplicationMetric") or ()):
+        where = f"status.hostApplicationMetric[{i}]"
+        cpu, memory = _checked_pair(_object(entry, where).get("usage"), f"{where}.usage")
+        host_apps.append((entry.get("priority") or "", (cpu or 0, memory or 0)))
+    reclaimable = _object(status.get("prodReclaimableMetric"), "status.prodReclaimableMetric")
+    return MetricView(
+        update_time=_parse_time(status.get("updateTime")),
+        system_usage=_usage(node_part.get("systemUsage"), "status.nodeMetric.systemUsage"),
+        node_usage=_usage(node_part.get("nodeUsage"), "status.nodeMetric.nodeUsage"),
+        pods=_pods_metric(status.get("podsMetric")),
+        host_apps=tuple(host_apps),
+        prod_reclaimable=_usage(
+            reclaimable.get("resource"), "status.prodReclaimableMetric.resource"
+        ),
+    )
+
+
+def host_apps_above(metric: MetricView, priority: qos.PriorityClass) -> Pair:
+    """Usage of host applications whose priority class ranks above ``priority`` (they use
+    the node's reserved share, so they count as system usage); "" ranks lowest."""
+    cpu = memory = 0
+    for name, usage in metric.host_apps:
+        if qos.priority_class_of(None, name).default > priority.default:
+            cpu, memory = cpu + usage[0], memory + usage[1]
+    return cpu, memory

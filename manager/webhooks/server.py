@@ -1,0 +1,283 @@
+"""koord-manager's admission webhook server: aiohttp over HTTPS, thin wrappers over the pure
+webhook functions.
+
+Routes: POST /mutate-pod, /validate-pod, /validate-configmap; GET /healthz. A body that is
+not an AdmissionReview v1 request gets HTTP 400 (there is no uid to answer to); any review
+gets HTTP 200 with an AdmissionReview answer, including "allowed, with a warning" for a kind
+the route does not handle and "denied, 500" if a webhook function fails unexpectedly.
+
+State (profiles, PriorityClasses, namespace labels) comes from a ``StateProvider`` the
+controllers feed from their caches; handlers only read it, never the API server, so a slow
+apiserver cannot make admission slow. The serving certificate is ``tls.crt``/``tls.key`` in
+``cert_dir`` and is reloaded when the files change (see ``CertificateReloader``).
+
+    server = WebhookServer("0.0.0.0", 9443, "/certs", provider, "koordinator-system",
+                           "slo-controller-config")
+    await server.start()
+    ...
+    await server.stop()
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import ssl
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from manager.webhooks import configmap_validating, pod_mutating, pod_validating
+from manager.webhooks.admission import (
+    AdmissionRequest,
+    AdmissionResponse,
+    ReviewError,
+    allowed,
+    denied,
+    parse_review,
+    review_response,
+    warn_unexpected_kind,
+)
+from manager.webhooks.profiles import RandIntn
+
+log = logging.getLogger(__name__)
+
+MUTATE_POD = "/mutate-pod"
+VALIDATE_POD = "/validate-pod"
+VALIDATE_CONFIGMAP = "/validate-configmap"
+HEALTHZ = "/healthz"
+CERT_FILE = "tls.crt"
+KEY_FILE = "tls.key"
+# A review carries object and oldObject, each up to etcd's 1.5 MiB object limit.
+MAX_REVIEW_BYTES = 8 * 1024 * 1024
+
+
+class StateProvider(Protocol):
+    """What the webhooks read from the cluster; implementations answer from local caches."""
+
+    def profiles(self) -> Sequence[Mapping[str, Any]]:
+        """Every ClusterColocationProfile object (metadata, spec), in any order."""
+        ...
+
+    def priority_classes(self) -> Mapping[str, Mapping[str, Any]]:
+        """PriorityClass name → object (``value``, optional ``preemptionPolicy``)."""
+        ...
+
+    def namespace_labels(self, name: str) -> Mapping[str, str]:
+        """The labels of namespace ``name``; empty when unknown."""
+        ...
+
+
+@dataclass
+class StaticStateProvider:
+    """A StateProvider over fixed data, for tests, benchmarks and a cluster-less start."""
+
+    profile_list: list[Mapping[str, Any]] = field(default_factory=list)
+    priority_class_map: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def profiles(self) -> Sequence[Mapping[str, Any]]:
+        return self.profile_list
+
+    def priority_classes(self) -> Mapping[str, Mapping[str, Any]]:
+        return self.priority_class_map
+
+    def namespace_labels(self, name: str) -> Mapping[str, str]:
+        return self.namespaces.get(name, {})
+
+
+def server_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+class CertificateReloader:
+    """The server's SSLContext, following ``tls.crt``/``tls.key`` as they are rotated.
+
+    Each handshake stats both files (cheap) from the SNI callback, which OpenSSL calls on
+    every ClientHello, with or without SNI. When (mtime, size, inode) changed, the chain is
+    loaded into a fresh context and the connection is switched to it: swapping the context
+    is what makes OpenSSL pick up the new certificate for this very handshake (reloading the
+    listening context would only reach connections created later). A half-written pair
+    (key not matching the certificate yet) keeps the previous chain and is retried on the
+    next handshake.
+    """
+
+    def __init__(self, cert_dir: str | os.PathLike[str]) -> None:
+        self.cert_file = Path(cert_dir) / CERT_FILE
+        self.key_file = Path(cert_dir) / KEY_FILE
+        self._signature = self._stat()
+        self.context = server_context(self.cert_file, self.key_file)  # the listening one
+        self.context.sni_callback = self._on_client_hello
+        self._current = self.context
+        self.reloads = 0
+
+    def _stat(self) -> tuple[int, ...]:
+        cert, key = self.cert_file.stat(), self.key_file.stat()
+        return (
+            cert.st_mtime_ns,
+            cert.st_size,
+            cert.st_ino,
+            key.st_mtime_ns,
+            key.st_size,
+            key.st_ino,
+        )
+
+    def reload_if_changed(self) -> bool:
+        """Load the chain again when the files changed; True when a new one is in use."""
+        try:
+            signature = self._stat()
+            if signature == self._signature:
+                return False
+            self._current = server_context(self.cert_file, self.key_file)
+        except (OSError, ssl.SSLError) as err:
+            log.warning("keep serving certificate, cannot load %s: %s", self.cert_file, err)
+            return False
+        self._signature = signature
+        self.reloads += 1
+        log.info("reloaded serving certificate from %s", self.cert_file.parent)
+        return True
+
+    def _on_client_hello(
+        self,
+        connection: ssl.SSLObject | ssl.SSLSocket,
+        server_name: str | None,
+        context: ssl.SSLContext,
+    ) -> None:
+        self.reload_if_changed()
+        if self._current is not context:
+            connection.context = self._current
+
+
+class WebhookServer:
+    """The HTTPS admission server; ``port`` 0 binds a free port (read ``bound_port``)."""
+
+    def __init__(  # noqa: PLR0917 - the positional order is the documented constructor
+        self,
+        host: str,
+        port: int,
+        cert_dir: str | os.PathLike[str],
+        provider: StateProvider,
+        config_namespace: str,
+        slo_config_name: str = "slo-controller-config",
+        *,
+        rand_intn: RandIntn = random.randrange,
+        slo_validator: configmap_validating.SloValidator | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.cert_dir = Path(cert_dir)
+        self.provider = provider
+        self.config_namespace = config_namespace
+        self.slo_config_name = slo_config_name
+        self.rand_intn = rand_intn
+        self.slo_validator = slo_validator
+        self.certificates: CertificateReloader | None = None
+        self._runner: web.AppRunner | None = None
+
+    def application(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_REVIEW_BYTES)
+        app.router.add_post(MUTATE_POD, self._mutate_pod)
+        app.router.add_post(VALIDATE_POD, self._validate_pod)
+        app.router.add_post(VALIDATE_CONFIGMAP, self._validate_configmap)
+        app.router.add_get(HEALTHZ, self._healthz)
+        return app
+
+    async def start(self) -> None:
+        """Load the certificate (raises when missing or invalid) and start listening."""
+        self.certificates = CertificateReloader(self.cert_dir)
+        runner = web.AppRunner(self.application(), access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self.port, ssl_context=self.certificates.context)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        log.info("serving admission webhooks on https://%s:%d", self.host, self.bound_port)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def bound_port(self) -> int:
+        if self._runner is None or not self._runner.addresses:
+            raise RuntimeError("the webhook server is not started")
+        port: int = self._runner.addresses[0][1]
+        return port
+
+    # -- handlers --------------------------------------------------------------------------
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def _mutate_pod(self, request: web.Request) -> web.Response:
+        def decide(review: AdmissionRequest) -> AdmissionResponse:
+            return pod_mutating.mutate_pod(
+                review,
+                profiles=self.provider.profiles(),
+                priority_classes=self.provider.priority_classes(),
+                namespace_labels=self.provider.namespace_labels(_namespace(review)),
+                rand_intn=self.rand_intn,
+            )
+
+        return await self._serve(request, "Pod", decide)
+
+    async def _validate_pod(self, request: web.Request) -> web.Response:
+        return await self._serve(request, "Pod", pod_validating.validate_pod)
+
+    async def _validate_configmap(self, request: web.Request) -> web.Response:
+        def decide(review: AdmissionRequest) -> AdmissionResponse:
+            return configmap_validating.validate_configmap(
+                review,
+                namespace=self.config_namespace,
+                name=self.slo_config_name,
+                validator=self.slo_validator,
+            )
+
+        return await self._serve(request, "ConfigMap", decide)
+
+    async def _serve(
+        self,
+        request: web.Request,
+        kind: str,
+        decide: Callable[[AdmissionRequest], AdmissionResponse],
+    ) -> web.Response:
+        route = request.path
+        try:
+            review = parse_review(await request.read())
+        except ReviewError as err:
+            log.warning("reject request to %s: %s", route, err)
+            return web.Response(status=400, text=f"bad AdmissionReview: {err}\n")
+        key = f"{review.kind} {_namespace(review)}/{review.name}"
+        if review.sub_resource:  # pods/status, pods/binding...: no QoS decision (as upstream)
+            response = allowed()
+        elif review.kind != kind or review.group:
+            log.warning("ignore %s on %s: this route handles %s only", key, route, kind)
+            response = warn_unexpected_kind(review, kind, route)
+        else:
+            try:
+                response = decide(review)
+            except Exception:  # a bug must answer (and fail closed), not drop the connection
+                log.exception("fail %s %s on %s", review.operation, key, route)
+                response = denied(f"internal error in koord-manager {route}", 500)
+        if not response.allowed:
+            log.info("deny %s %s on %s: %s", review.operation, key, route, response.message)
+        return web.json_response(review_response(review.uid, response))
+
+
+def _namespace(review: AdmissionRequest) -> str:
+    if review.namespace:
+        return review.namespace
+    meta = (review.object or {}).get("metadata")
+    namespace = meta.get("namespace") if isinstance(meta, dict) else None
+    return namespace if isinstance(namespace, str) else ""

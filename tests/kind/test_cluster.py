@@ -1,0 +1,60 @@
+"""koord-manager and koordlet installed by the Helm chart on a kind cluster."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+MANIFEST_PROFILE = """
+apiVersion: config.koordinator.sh/v1alpha1
+kind: ClusterColocationProfile
+metadata: {name: batch-jobs}
+spec:
+  namespaceSelector: {matchLabels: {koordinator.sh/enable-colocation: "true"}}
+  qosClass: BE
+  priorityClassName: koord-batch
+"""
+
+
+def kubectl_json(cluster: Any, *args: str) -> Any:
+    return json.loads(cluster.kubectl(*args, "-o", "json"))
+
+
+def wait_for(check: Any, timeout: float = 120) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(2)
+    raise TimeoutError("condition not met")
+
+
+def test_every_node_gets_a_nodeslo_and_a_nodemetric(kind_cluster: Any) -> None:
+    nodes = [n["metadata"]["name"] for n in kubectl_json(kind_cluster, "get", "nodes")["items"]]
+    for kind in ("nodeslos", "nodemetrics"):
+        names = wait_for(
+            lambda kind=kind: (
+                {o["metadata"]["name"] for o in kubectl_json(kind_cluster, "get", kind)["items"]}
+                >= set(nodes)
+            )
+        )
+        assert names
+
+
+def test_a_profile_turns_a_pod_into_batch(kind_cluster: Any, tmp_path: Any) -> None:
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(MANIFEST_PROFILE)
+    kind_cluster.kubectl("apply", "-f", str(profile))
+    kind_cluster.kubectl("create", "namespace", "jobs")
+    kind_cluster.kubectl("label", "namespace", "jobs", "koordinator.sh/enable-colocation=true")
+    kind_cluster.kubectl(
+        "-n", "jobs", "run", "job", "--image=busybox", "--restart=Never",
+        "--overrides", json.dumps({"spec": {"containers": [{"name": "job", "image": "busybox",
+            "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}}]}}),
+    )  # fmt: skip
+    pod = kubectl_json(kind_cluster, "-n", "jobs", "get", "pod", "job")
+    assert pod["metadata"]["labels"]["koordinator.sh/qosClass"] == "BE"
+    requests = pod["spec"]["containers"][0]["resources"]["requests"]
+    assert requests["kubernetes.io/batch-cpu"] == "500"
