@@ -94,3 +94,122 @@ JSON, and Go would print 104857600 as 1.048576e+08: whole numbers are printed as
 {{- end -}}
 {{- join "," $gates -}}
 {{- end -}}
+
+{{/* manager: its objects' name. */}}
+{{- define "koordinator-py.manager.fullname" -}}
+{{- printf "%s-manager" (include "koordinator-py.fullname" .) -}}
+{{- end -}}
+
+{{/* manager: the labels its pods are selected by (never change them on upgrade). */}}
+{{- define "koordinator-py.manager.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "koordinator-py.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: manager
+{{- end -}}
+
+{{/* manager: every label of its objects. */}}
+{{- define "koordinator-py.manager.labels" -}}
+{{ include "koordinator-py.labels" . }}
+app.kubernetes.io/component: manager
+{{- end -}}
+
+{{/* manager: the service account it runs as. */}}
+{{- define "koordinator-py.manager.serviceAccountName" -}}
+{{- if .Values.manager.serviceAccount.create -}}
+{{- default (include "koordinator-py.manager.fullname" .) .Values.manager.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.manager.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* manager: "repository:tag", each part defaulting to koordlet's (the same image). */}}
+{{- define "koordinator-py.manager.image" -}}
+{{- $image := .Values.manager.image -}}
+{{- $koordlet := .Values.koordlet.image -}}
+{{- $repository := default $koordlet.repository $image.repository -}}
+{{- $tag := default (default .Chart.AppVersion ($koordlet.tag | toString)) ($image.tag | toString) -}}
+{{- printf "%s:%s" $repository $tag -}}
+{{- end -}}
+
+{{/* manager: the webhook Service, whose DNS names the serving certificate carries. */}}
+{{- define "koordinator-py.manager.webhookServiceName" -}}
+{{- printf "%s-webhook" (include "koordinator-py.fullname" .) -}}
+{{- end -}}
+
+{{/* manager: the Secret with tls.crt and tls.key. */}}
+{{- define "koordinator-py.manager.certSecretName" -}}
+{{- default (printf "%s-tls" (include "koordinator-py.manager.fullname" .)) .Values.manager.webhook.certificates.existingSecret -}}
+{{- end -}}
+
+{{/* manager: where the container finds tls.crt and tls.key (--webhook-cert-dir). */}}
+{{- define "koordinator-py.manager.certDir" -}}
+/etc/koord-manager/webhook-certs
+{{- end -}}
+
+{{/*
+manager: the generated CA and serving certificate as YAML {ca, crt, key} (PEM). Generated once
+per render and kept on the root context, so that the Secret and both webhook configurations,
+rendered from different files, carry the same pair.
+*/}}
+{{- define "koordinator-py.manager.generatedTLS" -}}
+{{- if not (hasKey . "koordinatorPyManagerTLS") -}}
+{{- $certs := .Values.manager.webhook.certificates -}}
+{{- $svc := include "koordinator-py.manager.webhookServiceName" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $days := int $certs.validityDays -}}
+{{- $dnsNames := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns $certs.clusterDomain) -}}
+{{- $ca := genCA (printf "%s-ca" $svc) $days -}}
+{{- $cert := genSignedCert (printf "%s.%s.svc" $svc $ns) nil $dnsNames $days $ca -}}
+{{- $_ := set . "koordinatorPyManagerTLS" (dict "ca" $ca.Cert "crt" $cert.Cert "key" $cert.Key) -}}
+{{- end -}}
+{{- toYaml (get . "koordinatorPyManagerTLS") -}}
+{{- end -}}
+
+{{/*
+manager: the webhook configurations' caBundle (base64 of the PEM CA): the generated CA, or
+certificates.caBundle with an existing Secret (PEM is encoded here, base64 taken as is).
+Empty only when cert-manager's CA injector is to fill it.
+*/}}
+{{- define "koordinator-py.manager.caBundle" -}}
+{{- $certs := .Values.manager.webhook.certificates -}}
+{{- if $certs.existingSecret -}}
+{{- $bundle := $certs.caBundle | default "" | trim -}}
+{{- if and (not $bundle) (not (hasKey (.Values.manager.webhook.annotations | default dict) "cert-manager.io/inject-ca-from")) -}}
+{{- fail "manager.webhook.certificates.existingSecret needs manager.webhook.certificates.caBundle (the CA that signed it), or a cert-manager.io/inject-ca-from annotation in manager.webhook.annotations" -}}
+{{- end -}}
+{{- if contains "-----BEGIN" $bundle -}}
+{{- printf "%s\n" $bundle | b64enc -}}
+{{- else -}}
+{{- $bundle | nospace -}}
+{{- end -}}
+{{- else -}}
+{{- (include "koordinator-py.manager.generatedTLS" . | fromYaml).ca | b64enc -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+manager: the fields every webhook entry shares, from a dict {path, service, namespace, timeout,
+caBundle}; the caBundle is left out when empty (cert-manager's CA injector fills it).
+*/}}
+{{- define "koordinator-py.manager.webhookCommon" -}}
+admissionReviewVersions: ["v1"]
+sideEffects: None
+matchPolicy: Equivalent
+timeoutSeconds: {{ .timeout }}
+clientConfig:
+  service:
+    name: {{ .service }}
+    namespace: {{ .namespace }}
+    path: {{ .path }}
+    port: 443
+  {{- with .caBundle }}
+  caBundle: {{ . }}
+  {{- end }}
+{{- end -}}
+
+{{/*
+The label that puts a ConfigMap under the manager's validating webhook (slo-controller-config).
+*/}}
+{{- define "koordinator-py.sloConfigSelector" -}}
+koordinator-py.io/validated-by: koord-manager
+{{- end -}}

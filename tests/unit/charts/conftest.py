@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import trustme
 
 from tests.unit.charts import helm
 
@@ -19,12 +20,28 @@ CUSTOM_RESOURCES = {
     "limits": {"cpu": "2", "memory": "1Gi"},
 }
 CUSTOM_UPDATE_STRATEGY = {"type": "OnDelete"}
+CUSTOM_MANAGER_AFFINITY = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"}
+                    ]
+                }
+            ]
+        }
+    }
+}
+# The CA of a serving certificate made outside the chart (manager.webhook.certificates).
+EXISTING_CA_PEM = trustme.CA().cert_pem.bytes().decode()
 
 # Values per scenario, merged by Helm over the chart's values.yaml.
 SCENARIOS: Mapping[str, Mapping[str, Any]] = {
     "default": {},
     "monitoring": {
         "koordlet": {"metrics": {"port": 9400}},
+        "manager": {"metrics": {"port": 9090}},
         "monitoring": {
             "serviceMonitor": {
                 "enabled": True,
@@ -77,6 +94,31 @@ SCENARIOS: Mapping[str, Mapping[str, Any]] = {
             "podAnnotations": {"example.com/team": "sre"},
             "podLabels": {"example.com/tier": "node"},
         },
+        "manager": {
+            "image": {"repository": "registry.example.com/koord-manager", "tag": "dev"},
+            "replicas": 3,
+            "leaderElection": {"id": "qos-manager"},
+            "workers": 8,
+            "logLevel": "debug",
+            "extraArgs": ["--kubeconfig=/etc/kube/config"],
+            "extraEnv": [{"name": "PYTHONFAULTHANDLER", "value": "1"}],
+            "webhook": {
+                "port": 10250,
+                "timeoutSeconds": 10,
+                "pods": {"failurePolicy": "Fail"},
+                "configMap": {"failurePolicy": "Ignore"},
+                "excludedNamespaces": ["kube-system", "monitoring"],
+                "annotations": {"example.com/owner": "sre"},
+                "certificates": {"validityDays": 365, "clusterDomain": "example.internal"},
+            },
+            "resources": CUSTOM_RESOURCES,
+            "priorityClassName": "system-cluster-critical",
+            "tolerations": CUSTOM_TOLERATIONS,
+            "nodeSelector": CUSTOM_NODE_SELECTOR,
+            "affinity": CUSTOM_MANAGER_AFFINITY,
+            "podAnnotations": {"example.com/team": "sre"},
+            "podLabels": {"example.com/tier": "control"},
+        },
         "sloConfig": {
             "data": {
                 "system-config": None,
@@ -91,6 +133,22 @@ SCENARIOS: Mapping[str, Mapping[str, Any]] = {
         "rbac": {"create": False},
         "sloConfig": {"create": False},
         "koordlet": {"serviceAccount": {"create": False, "name": "koordlet"}, "featureGates": None},
+        "manager": {"serviceAccount": {"create": False, "name": "koord-manager"}},
+    },
+    "manager-disabled": {"manager": {"enabled": False}},
+    "no-webhooks": {
+        "manager": {
+            "webhook": {"enabled": False},
+            "replicas": 1,
+            "leaderElection": {"enabled": False},
+        }
+    },
+    "existing-secret": {
+        "manager": {
+            "webhook": {
+                "certificates": {"existingSecret": "koord-manager-tls", "caBundle": EXISTING_CA_PEM}
+            }
+        }
     },
 }
 

@@ -269,6 +269,7 @@ BUILTIN = tuple(
         ("", "v1", "events", "Event", True),
         ("", "v1", "namespaces", "Namespace", False),
         ("", "v1", "nodes", "Node", False),
+        ("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
         ("apps", "v1", "daemonsets", "DaemonSet", True),
         ("apps", "v1", "deployments", "Deployment", True),
         ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True),

@@ -29,6 +29,8 @@ from tests.unit.charts.conftest import (
 )
 
 CHART_VALUES: dict[str, Any] = yaml.safe_load((helm.CHART / "values.yaml").read_text())
+# The koordlet's objects in the default release (the manager's sit beside them).
+KOORDLET = "koordinator-koordinator-py-koordlet"
 
 # Host path -> where the koordlet container sees it.
 HOST_MOUNTS = {
@@ -264,9 +266,9 @@ def test_default_scheduling_reaches_every_linux_node(default: helm.Release) -> N
 
 def test_rbac_is_exactly_what_koordlet_reads_and_writes(outcomes: dict[str, Outcome]) -> None:
     release = outcomes["default"].release
-    role = release.find("ClusterRole")
-    binding = release.find("ClusterRoleBinding")
-    account = release.find("ServiceAccount")
+    role = release.find("ClusterRole", KOORDLET)
+    binding = release.find("ClusterRoleBinding", KOORDLET)
+    account = release.find("ServiceAccount", KOORDLET)
     pod = release.find("DaemonSet")["spec"]["template"]["spec"]
     assert role["rules"] == KOORDLET_RULES
     assert binding["roleRef"] == {
@@ -312,7 +314,7 @@ def permission(method: str, path: str) -> tuple[str, str, str]:
 def test_rbac_allows_every_call_koordlet_makes(default: helm.Release) -> None:
     allowed = {
         (group, resource, verb)
-        for rule in default.find("ClusterRole")["rules"]
+        for rule in default.find("ClusterRole", KOORDLET)["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
@@ -329,8 +331,9 @@ def test_rbac_allows_every_call_koordlet_makes(default: helm.Release) -> None:
 
 def test_bring_your_own_account_and_rbac(outcomes: dict[str, Outcome]) -> None:
     release = outcomes["bring-your-own"].release
-    assert not release.all("ServiceAccount")
+    assert not release.all("ServiceAccount")  # neither the koordlet's nor the manager's
     assert not release.all("ClusterRole") and not release.all("ClusterRoleBinding")
+    assert not release.all("Role") and not release.all("RoleBinding")
     assert not release.all("ConfigMap")
     pod = release.find("DaemonSet")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "koordlet"
@@ -479,14 +482,17 @@ def test_crds_are_koordinators_and_helm_installs_them_first(
 
 def test_service_monitor_and_dashboard_are_off_by_default(default: helm.Release) -> None:
     assert not default.all("ServiceMonitor")
-    assert not default.all("Service")
+    # Only the manager's webhook Service: no metrics Service for koordlet or the manager.
+    assert [s["metadata"]["name"] for s in default.all("Service")] == [
+        "koordinator-koordinator-py-webhook"
+    ]
     assert [c["metadata"]["name"] for c in default.all("ConfigMap")] == ["slo-controller-config"]
 
 
 def test_service_monitor_scrapes_every_koordlet(outcomes: dict[str, Outcome]) -> None:
     release = outcomes["monitoring"].release
-    monitor = release.find("ServiceMonitor")
-    service = release.find("Service")
+    monitor = release.find("ServiceMonitor", KOORDLET)
+    service = release.find("Service", KOORDLET)
     daemonset = release.find("DaemonSet")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
