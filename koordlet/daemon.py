@@ -220,6 +220,7 @@ class Koordlet:
             ).observe(seconds),
         )
         self.stub: Stub | None = None
+        self.status_server: StatusServer | None = None
         mechanism = self.kernel.group_identity_mechanism
         self.metrics.group_identity.labels(config.node_name, mechanism).set(1)
         self._report_start()
@@ -338,6 +339,25 @@ class Koordlet:
             except OSError as err:
                 log.warning("cannot write the NodeMetric report %s: %s", path, err)
 
+    async def serve_status(self) -> None:
+        """Serve /metrics and the status API; while the address is taken (a koordlet that is
+        still stopping holds it), keep trying instead of failing: NRI comes first."""
+        addr = self.config.metrics_addr
+        if not addr:
+            return
+        host, port = split_addr(addr)
+        while True:
+            try:
+                server = StatusServer(host or "0.0.0.0", port, self.metrics.registry, self.views)  # noqa: S104
+            except OSError as err:
+                log.warning("cannot serve metrics on %s yet (%s); retrying in 2s", addr, err)
+                await asyncio.sleep(2)
+                continue
+            server.start()
+            self.status_server = server
+            log.info("serving metrics and the status API on %s", addr)
+            return
+
     def ready(self) -> bool:
         """Registered with NRI (when enabled) and one node collection stored."""
         registered = self.stub is None or self.stub.registrations > 0
@@ -428,12 +448,6 @@ class Koordlet:
         # Collectors run in worker threads; a short GIL switch interval lets the event loop
         # (the NRI requests, which containerd waits for) take over from them quickly.
         sys.setswitchinterval(0.0005)
-        server = None
-        if config.metrics_addr:
-            host, port = split_addr(config.metrics_addr)
-            server = StatusServer(host or "0.0.0.0", port, self.metrics.registry, self.views)  # noqa: S104
-            server.start()
-            log.info("serving metrics and the status API on %s", config.metrics_addr)
         tasks = [
             asyncio.create_task(self.reconciler.run()),
             asyncio.create_task(self.watch_config()),
@@ -441,6 +455,7 @@ class Koordlet:
             asyncio.create_task(self.report_node_metric()),
             asyncio.create_task(self.expire_metrics()),
             asyncio.create_task(self.qos.run()),
+            asyncio.create_task(self.serve_status()),
         ]
         stop = asyncio.Event()
         if config.nri_enabled:
@@ -472,8 +487,8 @@ class Koordlet:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*tasks, return_exceptions=True)
-        if server is not None:
-            server.stop()
+        if self.status_server is not None:
+            self.status_server.stop()
         self.applier.close()
         if self.schedlat is not None:
             self.schedlat.close()

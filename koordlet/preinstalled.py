@@ -113,7 +113,16 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(serve_noop(name, index))
         return 1
     log.info("koordlet started by containerd as NRI plugin %s-%s", index, name)
-    asyncio.run(daemon.run())
+    try:
+        asyncio.run(daemon.run())
+    except Exception:
+        if daemon.stub is not None and daemon.stub.registrations:
+            log.exception("koordlet failed after registering; containerd carries on without it")
+            return 1
+        # Still unregistered, and the socket unused: containerd 1.7 would exit. Register.
+        log.exception("koordlet failed before registering; registering a no-op plugin")
+        asyncio.run(serve_noop(name, index))
+        return 1
     return 0
 
 
