@@ -76,3 +76,9 @@ ENV_CUDA_DEVICE_MEMORY_LIMIT = "CUDA_DEVICE_MEMORY_LIMIT"
 ENV_CUDA_DEVICE_SM_LIMIT = "CUDA_DEVICE_SM_LIMIT"
 ENV_LD_PRELOAD = "LD_PRELOAD"
 RESCTRL_GROUP_PREFIX = "koordlet-"
+
+# -- scheduler (koord-scheduler's LoadAwareScheduling and NodeNUMAResource) -------------------
+ANNOTATION_CUSTOM_USAGE_THRESHOLDS = "scheduling.koordinator.sh/usage-thresholds"  # on a node
+ANNOTATION_NODE_RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"  # before amplification
+LABEL_NODE_CPU_BIND_POLICY = "node.koordinator.sh/cpu-bind-policy"
+LABEL_NODE_NUMA_ALLOCATE_STRATEGY = "node.koordinator.sh/numa-allocate-strategy"

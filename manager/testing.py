@@ -338,7 +338,7 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
             body = raw.decode(errors="replace")
         try:
             route = self._route(path)
-            verb = _verb(request.method, route[2], params)
+            verb = _verb(request.method, route[2], params, route[3])
         except StatusError as exc:
             self.requests.append(
                 RecordedRequest(request.method, "", path, params, body, content_type)
@@ -379,6 +379,8 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
             raise _not_found_path()
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
+        if sub == "binding" and kind.kind == "Pod":
+            return kind, namespace, name, sub
         if sub is not None and (sub != "status" or not kind.status):
             raise _not_found_path()
         return kind, namespace, name, sub
@@ -409,6 +411,9 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
         kind, namespace, name, sub = route
         if verb == "list":
             return 200, self._list(kind, namespace, params)
+        if verb == "create" and sub == "binding":
+            assert name is not None
+            return 201, self._bind((kind, namespace or "", name), _object_body(body))
         if verb == "create":
             return 201, self._create(kind, namespace, _object_body(body))
         assert name is not None
@@ -491,6 +496,42 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
             meta.pop(transient, None)
         self._fill_new_meta(kind, body)
         return self._store(kind, key, body, None)
+
+    def _bind(self, key: tuple[Kind, str, str], body: Object) -> Object:
+        """POST pods/NAME/binding: set spec.nodeName once, as the API server's binding REST."""
+        kind, _, name = key
+        old = self._existing(key)
+        target = (body.get("target") or {}).get("name")
+        if body.get("kind") != "Binding" or not target:
+            raise StatusError(400, "a Binding with target.name is required")
+        uid = (body.get("metadata") or {}).get("uid")
+        if uid and uid != old["metadata"].get("uid"):
+            raise StatusError(
+                409,
+                f'Operation cannot be fulfilled on pods/binding "{name}": Precondition failed: '
+                f"UID in precondition: {uid}, UID in object meta: {old['metadata'].get('uid')}",
+                reason="Conflict",
+            )
+        current = (old.get("spec") or {}).get("nodeName")
+        if current:
+            raise StatusError(
+                409,
+                f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already '
+                f'assigned to node "{current}"',
+                reason="Conflict",
+            )
+        bound = copy.deepcopy(old)
+        bound.setdefault("spec", {})["nodeName"] = target
+        conditions = bound.setdefault("status", {}).setdefault("conditions", [])
+        conditions.append(
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+        )
+        self._store(kind, key, bound, old)
+        return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
 
     def _update(self, key: tuple[Kind, str, str], body: Object, sub: str | None) -> Object:
         kind, _, name = key
@@ -719,7 +760,9 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def _verb(method: str, name: str | None, params: dict[str, str]) -> str:
+def _verb(method: str, name: str | None, params: dict[str, str], sub: str | None = None) -> str:
+    if method == "POST" and sub == "binding":
+        return "create"  # pods/NAME/binding: a create on the pod's subresource
     if method == "GET":
         if name is not None:
             return "get"

@@ -1,16 +1,153 @@
-"""The ``koord-scheduler`` command: the scheduler extender."""
+"""The ``koord-scheduler`` command: a LoadAware and CPU-binding extender for kube-scheduler.
+
+kube-scheduler calls it over HTTPS (``extenders`` in its KubeSchedulerConfiguration): filter
+and prioritize by real node load (NodeMetric plus what was placed since), bind LSE/LSR pods
+to whole CPUs. The chart renders the configuration snippet; README "koord-scheduler".
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+import signal
+import sys
 from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.extender import ExtenderConfig
+from scheduler.loadaware import LoadAwareArgs
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="koord-scheduler",
+        description="A kube-scheduler extender: LoadAware filter and score from NodeMetrics, "
+        "and CPU binding (FullPCPUs / SpreadByPCPUs) for LSE and LSR pods at bind time.",
+    )
+    p.add_argument("--version", action="version", version=version("koordinator-py"))
+    p.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file; default: in-cluster credentials, else $KUBECONFIG or ~/.kube/config",
+    )
+    p.add_argument("--port", type=int, default=10443, help="HTTPS port of the extender")
+    p.add_argument(
+        "--cert-dir",
+        required=True,
+        help="folder with tls.crt and tls.key (reloaded when they change)",
+    )
+    p.add_argument("--url-prefix", default="/scheduler", help="the extender's urlPrefix path")
+    p.add_argument("--metrics-addr", default=":8081", help="/metrics, /healthz, /readyz")
+    p.add_argument(
+        "--load-aware-config",
+        help="YAML with Koordinator's LoadAwareSchedulingArgs fields (usageThresholds, "
+        "resourceWeights, estimatedScalingFactors, nodeMetricExpirationSeconds, ...)",
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def extender_config(path: str | None) -> ExtenderConfig:
+    """The LoadAware arguments from the file (Koordinator's defaults without one)."""
+    if not path:
+        return ExtenderConfig()
+    data: Any = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: must hold a mapping of LoadAwareSchedulingArgs fields")
+    return ExtenderConfig(loadaware=LoadAwareArgs.from_koordinator(data))
+
+
+async def serve(args: argparse.Namespace) -> int:
+    # Imported after argument parsing: --help and bad flags answer fast.
+    from aiohttp import web  # noqa: PLC0415
+
+    from manager.kube.client import KubeApi, build_client  # noqa: PLC0415
+    from scheduler.server import ExtenderServer  # noqa: PLC0415
+    from scheduler.state import InformerClusterView  # noqa: PLC0415
+
+    log = logging.getLogger("koord-scheduler")
+    try:
+        config = extender_config(args.load_aware_config)
+    except (OSError, ValueError, yaml.YAMLError) as err:
+        print(f"koord-scheduler: --load-aware-config: {err}", file=sys.stderr)
+        return 2
+    folder = Path(args.cert_dir)
+    missing = [f for f in ("tls.crt", "tls.key") if not (folder / f).is_file()]
+    if missing:
+        print(f"koord-scheduler: no {' and '.join(missing)} in {folder}", file=sys.stderr)
+        return 2
+    try:
+        api = KubeApi(build_client(args.kubeconfig))
+    except Exception as err:
+        print(f"koord-scheduler: no Kubernetes credentials: {err}", file=sys.stderr)
+        return 2
+    view = InformerClusterView(api)
+    server = ExtenderServer(
+        api, view, port=args.port, cert_dir=folder, prefix=args.url_prefix, config=config
+    )
+    informers = [asyncio.create_task(i.run()) for i in view.informers]
+    runner: web.AppRunner | None = None
+    if args.metrics_addr:
+        runner = await serve_probes(args.metrics_addr, view.synced, server.requests)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await server.start()
+        await stop.wait()
+    finally:
+        log.info("koord-scheduler stopping")
+        await server.stop()
+        if runner is not None:
+            await runner.cleanup()
+        for task in informers:
+            task.cancel()
+        await asyncio.gather(*informers, return_exceptions=True)
+    return 0
+
+
+async def serve_probes(addr: str, synced: Any, requests: dict[str, int]) -> Any:
+    """/healthz, /readyz (caches synced) and /metrics (requests per verb) on ``addr``."""
+    from aiohttp import web  # noqa: PLC0415
+
+    from manager.app import split_addr  # noqa: PLC0415
+
+    async def healthz(_request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(_request: web.Request) -> web.Response:
+        ready = synced()
+        return web.Response(text="ok\n" if ready else "caches not synced\n",
+                            status=200 if ready else 503)  # fmt: skip
+
+    async def metrics(_request: web.Request) -> web.Response:
+        lines = ["# TYPE koord_scheduler_extender_requests_total counter"]
+        lines += [
+            f'koord_scheduler_extender_requests_total{{verb="{verb}"}} {count}'
+            for verb, count in sorted(requests.items())
+        ]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    host, port = split_addr(addr)
+    await web.TCPSite(runner, host, port).start()
+    return runner
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="koord-scheduler", description="the scheduler extender")
-    parser.add_argument("--version", action="version", version=version("koordinator-py"))
-    parser.parse_args(argv)
-    parser.exit(
-        2,
-        "koord-scheduler: the scheduler extender is not in this release yet (README.md, Status)\n",
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
     )
+    return asyncio.run(serve(args))

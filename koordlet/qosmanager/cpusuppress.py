@@ -308,13 +308,18 @@ class CPUSuppress:
         value = format_cpuset(cpus)
         be_dir = kube_qos_dirs(ctx.pods)[KubeQoS.BESTEFFORT]
         be_pods = [k for k in ctx.pods if is_be(k) and k.request.cgroup_dir]
-        pods = [k.request.cgroup_dir for k in be_pods]
-        containers = [
-            c
+        pinned = {
+            k.request.cgroup_dir.strip("/")
             for k in be_pods
-            if not (skip_pinned and keys.ANNOTATION_RESOURCE_STATUS in k.request.annotations)
-            for c in self.executor.subdirs(k.request.cgroup_dir, "cpuset.cpus")
-        ]
+            if skip_pinned and keys.ANNOTATION_RESOURCE_STATUS in k.request.annotations
+        }
+        # Every pod cgroup under the BE directory, known or not: one this koordlet has not
+        # seen (a pod of another runtime, one still being removed) keeps its wider cpuset and
+        # the kernel then refuses to narrow the parent (EBUSY).
+        found = self.executor.subdirs(be_dir, "cpuset.cpus")
+        pods = sorted({k.request.cgroup_dir.strip("/") for k in be_pods} | set(found))
+        subdirs = self.executor.subdirs
+        containers = [c for pod in pods if pod not in pinned for c in subdirs(pod, "cpuset.cpus")]
         static = ctx.rules.node.kubelet_policy == KubeletCPUManagerPolicy("static")
         if static:
             # The kubelet's static policy owns the upper levels: containers only.

@@ -228,6 +228,25 @@ class KubeApi:
             "PATCH", path, body=patch, write=True, content_type=patch_type.value
         )
 
+    async def bind_pod(
+        self, namespace: str, name: str, node: str, *, uid: str | None = None
+    ) -> Object:
+        """POST a Binding to ``pods/NAME/binding`` (what a scheduler does to place a pod);
+        ``uid`` makes it conditional on the pod still being the one decided for."""
+        from lightkube.resources.core_v1 import Pod  # noqa: PLC0415 - one kind, one use
+
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+        if uid:
+            metadata["uid"] = uid
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": metadata,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        path = _path(Pod, namespace=namespace, name=name, subresource="binding")
+        return await self._call("POST", path, body=body, write=True)
+
     async def delete(
         self, res: type[lkres.Resource], name: str, *, namespace: str | None = None
     ) -> None:

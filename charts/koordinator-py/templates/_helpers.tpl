@@ -147,22 +147,43 @@ app.kubernetes.io/component: manager
 {{- end -}}
 
 {{/*
-manager: the generated CA and serving certificate as YAML {ca, crt, key} (PEM). Generated once
-per render and kept on the root context, so that the Secret and both webhook configurations,
-rendered from different files, carry the same pair.
+A generated CA and a serving certificate signed by it, as YAML {ca, crt, key} (PEM), from a dict
+{root, cacheKey, service, certificates}: the certificate is for the Service's DNS names <svc>,
+<svc>.<ns>, <svc>.<ns>.svc and <svc>.<ns>.svc.<certificates.clusterDomain>, valid
+certificates.validityDays. Generated once per render and kept on the root context under
+cacheKey, so that objects rendered from different files (the Secret, and whatever carries the
+CA) get the same pair.
 */}}
-{{- define "koordinator-py.manager.generatedTLS" -}}
-{{- if not (hasKey . "koordinatorPyManagerTLS") -}}
-{{- $certs := .Values.manager.webhook.certificates -}}
-{{- $svc := include "koordinator-py.manager.webhookServiceName" . -}}
-{{- $ns := .Release.Namespace -}}
-{{- $days := int $certs.validityDays -}}
-{{- $dnsNames := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns $certs.clusterDomain) -}}
+{{- define "koordinator-py.generatedTLS" -}}
+{{- $root := .root -}}
+{{- if not (hasKey $root .cacheKey) -}}
+{{- $svc := .service -}}
+{{- $ns := $root.Release.Namespace -}}
+{{- $days := int .certificates.validityDays -}}
+{{- $dnsNames := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .certificates.clusterDomain) -}}
 {{- $ca := genCA (printf "%s-ca" $svc) $days -}}
 {{- $cert := genSignedCert (printf "%s.%s.svc" $svc $ns) nil $dnsNames $days $ca -}}
-{{- $_ := set . "koordinatorPyManagerTLS" (dict "ca" $ca.Cert "crt" $cert.Cert "key" $cert.Key) -}}
+{{- $_ := set $root .cacheKey (dict "ca" $ca.Cert "crt" $cert.Cert "key" $cert.Key) -}}
 {{- end -}}
-{{- toYaml (get . "koordinatorPyManagerTLS") -}}
+{{- toYaml (get $root .cacheKey) -}}
+{{- end -}}
+
+{{/*
+A CA given in values (PEM, or base64 of the PEM) as base64 of the PEM: PEM is encoded here,
+base64 taken as is.
+*/}}
+{{- define "koordinator-py.caBundleValue" -}}
+{{- $bundle := . | default "" | trim -}}
+{{- if contains "-----BEGIN" $bundle -}}
+{{- printf "%s\n" $bundle | b64enc -}}
+{{- else -}}
+{{- $bundle | nospace -}}
+{{- end -}}
+{{- end -}}
+
+{{/* manager: the generated CA and serving certificate of the webhook Service. */}}
+{{- define "koordinator-py.manager.generatedTLS" -}}
+{{- include "koordinator-py.generatedTLS" (dict "root" . "cacheKey" "koordinatorPyManagerTLS" "service" (include "koordinator-py.manager.webhookServiceName" .) "certificates" .Values.manager.webhook.certificates) -}}
 {{- end -}}
 
 {{/*
@@ -177,11 +198,7 @@ Empty only when cert-manager's CA injector is to fill it.
 {{- if and (not $bundle) (not (hasKey (.Values.manager.webhook.annotations | default dict) "cert-manager.io/inject-ca-from")) -}}
 {{- fail "manager.webhook.certificates.existingSecret needs manager.webhook.certificates.caBundle (the CA that signed it), or a cert-manager.io/inject-ca-from annotation in manager.webhook.annotations" -}}
 {{- end -}}
-{{- if contains "-----BEGIN" $bundle -}}
-{{- printf "%s\n" $bundle | b64enc -}}
-{{- else -}}
-{{- $bundle | nospace -}}
-{{- end -}}
+{{- include "koordinator-py.caBundleValue" $bundle -}}
 {{- else -}}
 {{- (include "koordinator-py.manager.generatedTLS" . | fromYaml).ca | b64enc -}}
 {{- end -}}
@@ -212,4 +229,121 @@ The label that puts a ConfigMap under the manager's validating webhook (slo-cont
 */}}
 {{- define "koordinator-py.sloConfigSelector" -}}
 koordinator-py.io/validated-by: koord-manager
+{{- end -}}
+
+{{/* scheduler: its objects' name, and its HTTPS Service's. */}}
+{{- define "koordinator-py.scheduler.fullname" -}}
+{{- printf "%s-scheduler" (include "koordinator-py.fullname" .) -}}
+{{- end -}}
+
+{{/* scheduler: the labels its pods are selected by (never change them on upgrade). */}}
+{{- define "koordinator-py.scheduler.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "koordinator-py.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: scheduler
+{{- end -}}
+
+{{/* scheduler: every label of its objects. */}}
+{{- define "koordinator-py.scheduler.labels" -}}
+{{ include "koordinator-py.labels" . }}
+app.kubernetes.io/component: scheduler
+{{- end -}}
+
+{{/* scheduler: the service account it runs as. */}}
+{{- define "koordinator-py.scheduler.serviceAccountName" -}}
+{{- if .Values.scheduler.serviceAccount.create -}}
+{{- default (include "koordinator-py.scheduler.fullname" .) .Values.scheduler.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.scheduler.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* scheduler: "repository:tag", each part defaulting to koordlet's (the same image). */}}
+{{- define "koordinator-py.scheduler.image" -}}
+{{- $image := .Values.scheduler.image -}}
+{{- $koordlet := .Values.koordlet.image -}}
+{{- $repository := default $koordlet.repository $image.repository -}}
+{{- $tag := default (default .Chart.AppVersion ($koordlet.tag | toString)) ($image.tag | toString) -}}
+{{- printf "%s:%s" $repository $tag -}}
+{{- end -}}
+
+{{/* scheduler: the Secret with tls.crt and tls.key. */}}
+{{- define "koordinator-py.scheduler.certSecretName" -}}
+{{- default (printf "%s-tls" (include "koordinator-py.scheduler.fullname" .)) .Values.scheduler.certificates.existingSecret -}}
+{{- end -}}
+
+{{/* scheduler: where the container finds tls.crt and tls.key (--cert-dir). */}}
+{{- define "koordinator-py.scheduler.certDir" -}}
+/etc/koord-scheduler/certs
+{{- end -}}
+
+{{/* scheduler: the ConfigMap with its LoadAware arguments. */}}
+{{- define "koordinator-py.scheduler.loadAwareConfigName" -}}
+{{- printf "%s-loadaware" (include "koordinator-py.scheduler.fullname" .) -}}
+{{- end -}}
+
+{{/* scheduler: the LoadAware arguments' file in that ConfigMap and in the container. */}}
+{{- define "koordinator-py.scheduler.loadAwareConfigKey" -}}
+loadaware.yaml
+{{- end -}}
+{{- define "koordinator-py.scheduler.loadAwareConfigDir" -}}
+/etc/koord-scheduler/loadaware
+{{- end -}}
+
+{{/* scheduler: the URL path its verbs sit under: one leading slash, no trailing one. */}}
+{{- define "koordinator-py.scheduler.urlPrefix" -}}
+{{- printf "/%s" (.Values.scheduler.urlPrefix | default "" | trimAll "/") -}}
+{{- end -}}
+
+{{/* scheduler: the name kube-scheduler calls and checks the certificate for. */}}
+{{- define "koordinator-py.scheduler.serverName" -}}
+{{- printf "%s.%s.svc" (include "koordinator-py.scheduler.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
+{{/*
+scheduler: the DNS names of its serving certificate, comma-separated (what the generated Secret's
+koordinator-py.io/dns-names annotation records).
+*/}}
+{{- define "koordinator-py.scheduler.dnsNames" -}}
+{{- $svc := include "koordinator-py.scheduler.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- join "," (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.scheduler.certificates.clusterDomain)) -}}
+{{- end -}}
+
+{{/*
+scheduler: the CA and serving certificate of its Service. Unlike the manager's, kept across
+upgrades: kube-scheduler has the CA in its own configuration, outside the release, and a new
+one on every upgrade would fail every extender call until that is merged again. So the Secret
+the cluster already has (lookup; nothing in `helm template` or lint) is reused while its
+koordinator-py.io/dns-names annotation matches; otherwise, or once it is deleted, a new pair is
+generated.
+*/}}
+{{- define "koordinator-py.scheduler.generatedTLS" -}}
+{{- if not (hasKey . "koordinatorPySchedulerTLS") -}}
+{{- $kept := lookup "v1" "Secret" .Release.Namespace (include "koordinator-py.scheduler.certSecretName" .) | default dict -}}
+{{- $data := get $kept "data" | default dict -}}
+{{- $names := dig "metadata" "annotations" "koordinator-py.io/dns-names" "" $kept -}}
+{{- if and (eq $names (include "koordinator-py.scheduler.dnsNames" .)) (get $data "ca.crt") (get $data "tls.crt") (get $data "tls.key") -}}
+{{- $_ := set . "koordinatorPySchedulerTLS" (dict "ca" (get $data "ca.crt" | b64dec) "crt" (get $data "tls.crt" | b64dec) "key" (get $data "tls.key" | b64dec)) -}}
+{{- end -}}
+{{- end -}}
+{{- include "koordinator-py.generatedTLS" (dict "root" . "cacheKey" "koordinatorPySchedulerTLS" "service" (include "koordinator-py.scheduler.fullname" .) "certificates" .Values.scheduler.certificates) -}}
+{{- end -}}
+
+{{/*
+scheduler: the extender's tlsConfig.caData (base64 of the PEM CA): the generated CA, or
+certificates.caBundle with an existing Secret. Never empty: with enableHTTPS and no CA,
+kube-scheduler would skip checking the certificate.
+*/}}
+{{- define "koordinator-py.scheduler.caData" -}}
+{{- $certs := .Values.scheduler.certificates -}}
+{{- if $certs.existingSecret -}}
+{{- $bundle := $certs.caBundle | default "" | trim -}}
+{{- if not $bundle -}}
+{{- fail "scheduler.certificates.existingSecret needs scheduler.certificates.caBundle (the CA that signed it): kube-scheduler checks the extender's certificate against it" -}}
+{{- end -}}
+{{- include "koordinator-py.caBundleValue" $bundle -}}
+{{- else -}}
+{{- (include "koordinator-py.scheduler.generatedTLS" . | fromYaml).ca | b64enc -}}
+{{- end -}}
 {{- end -}}

@@ -33,7 +33,18 @@ CUSTOM_MANAGER_AFFINITY = {
         }
     }
 }
-# The CA of a serving certificate made outside the chart (manager.webhook.certificates).
+CUSTOM_SCHEDULER_AFFINITY = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "topologyKey": "topology.kubernetes.io/zone",
+                "labelSelector": {"matchLabels": {"app.kubernetes.io/component": "scheduler"}},
+            }
+        ]
+    }
+}
+# The CA of a serving certificate made outside the chart (manager.webhook.certificates,
+# scheduler.certificates).
 EXISTING_CA_PEM = trustme.CA().cert_pem.bytes().decode()
 
 # Values per scenario, merged by Helm over the chart's values.yaml.
@@ -119,6 +130,29 @@ SCENARIOS: Mapping[str, Mapping[str, Any]] = {
             "podAnnotations": {"example.com/team": "sre"},
             "podLabels": {"example.com/tier": "control"},
         },
+        "scheduler": {
+            "image": {"repository": "registry.example.com/koord-scheduler", "tag": "dev"},
+            "replicas": 3,
+            "port": 9443,
+            "urlPrefix": "koord/extender/",
+            "logLevel": "debug",
+            "extraArgs": ["--kubeconfig=/etc/kube/config"],
+            "extraEnv": [{"name": "PYTHONFAULTHANDLER", "value": "1"}],
+            "metrics": {"port": 9091},
+            "certificates": {"validityDays": 365, "clusterDomain": "example.internal"},
+            "loadAware": {
+                "usageThresholds": {"cpu": 70, "memory": None},
+                "filterExpiredNodeMetrics": False,
+            },
+            "extender": {"weight": 3, "httpTimeout": "2s", "ignorable": True, "bind": False},
+            "resources": CUSTOM_RESOURCES,
+            "priorityClassName": "system-cluster-critical",
+            "tolerations": CUSTOM_TOLERATIONS,
+            "nodeSelector": CUSTOM_NODE_SELECTOR,
+            "affinity": CUSTOM_SCHEDULER_AFFINITY,
+            "podAnnotations": {"example.com/team": "sre"},
+            "podLabels": {"example.com/tier": "control"},
+        },
         "sloConfig": {
             "data": {
                 "system-config": None,
@@ -134,6 +168,7 @@ SCENARIOS: Mapping[str, Mapping[str, Any]] = {
         "sloConfig": {"create": False},
         "koordlet": {"serviceAccount": {"create": False, "name": "koordlet"}, "featureGates": None},
         "manager": {"serviceAccount": {"create": False, "name": "koord-manager"}},
+        "scheduler": {"serviceAccount": {"create": False, "name": "koord-scheduler"}},
     },
     "manager-disabled": {"manager": {"enabled": False}},
     "no-webhooks": {
@@ -143,13 +178,20 @@ SCENARIOS: Mapping[str, Mapping[str, Any]] = {
             "leaderElection": {"enabled": False},
         }
     },
+    # Both serving certificates brought along (e.g. cert-manager's).
     "existing-secret": {
         "manager": {
             "webhook": {
                 "certificates": {"existingSecret": "koord-manager-tls", "caBundle": EXISTING_CA_PEM}
             }
-        }
+        },
+        "scheduler": {
+            "certificates": {"existingSecret": "koord-scheduler-tls", "caBundle": EXISTING_CA_PEM}
+        },
     },
+    "scheduler-disabled": {"scheduler": {"enabled": False}},
+    # Only batch pods reach the extender (managedResources).
+    "scheduler-batch-only": {"scheduler": {"extender": {"allPods": False}}},
 }
 
 
@@ -162,7 +204,8 @@ class Outcome:
 
 @pytest.fixture(scope="session")
 def outcomes() -> dict[str, Outcome]:
-    """Every scenario linted and rendered, in one child process (about two seconds)."""
+    """Every scenario linted and rendered, in one child process (a few seconds per scenario:
+    Helm's install, and the RSA keys of the generated certificates)."""
     if not helm.available():
         pytest.fail(helm.INSTALL_HINT, pytrace=False)
     requests: list[helm.Request] = []

@@ -14,7 +14,10 @@ and what it does not, and how this module gets what the tests need:
   in-process Kubernetes API (discovery, create, get; CRDs become served types once created)
   with Helm's memory storage driver. The release it returns carries the manifest exactly as
   ``helm install`` renders it, and the server keeps every object Helm created, the CRDs
-  from crds/ included.
+  from crds/ included. ``Render(upgrades=...)`` then runs ``helm upgrade`` with each set of
+  values in turn on the same cluster. The server refuses PATCH, so an upgrade that would
+  change an object fails: upgrades show what a re-render leaves as it was (and ``lookup``
+  sees what the install created).
 
 Go's runtime sees the environment the process started with (``os.environ`` changes made
 later never reach it), so HELM_DRIVER and Helm's home folders must be set when the process
@@ -103,6 +106,9 @@ class Render:
     release: str = "koordinator"
     namespace: str = "koordinator-system"
     kube_version: str = "1.31.0"
+    # Values of ``helm upgrade``s run in turn after the install (each merged over values.yaml,
+    # not over the install's values); the Release is then the last revision's.
+    upgrades: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -134,13 +140,16 @@ class Release:
 
     ``objects``: the release manifest, document by document, as the templates rendered it.
     ``created``: what the API server received, in order (the CRDs first, then the manifest's
-    objects with the metadata Helm adds). ``error``: why Helm failed (then both are empty).
+    objects with the metadata Helm adds). ``error``: why Helm failed (then both are empty,
+    unless an upgrade failed: then they are the last good revision's). ``revisions``: the
+    manifest of each revision, the install's first (with ``Render(upgrades=...)``).
     """
 
     objects: tuple[dict[str, Any], ...] = ()
     created: tuple[dict[str, Any], ...] = ()
     notes: str = ""
     error: str = ""
+    revisions: tuple[tuple[dict[str, Any], ...], ...] = ()
 
     def all(self, kind: str) -> list[dict[str, Any]]:
         return [o for o in self.objects if o.get("kind") == kind]
@@ -226,6 +235,7 @@ def _encode(request: Request) -> dict[str, Any]:
         "release": request.release,
         "namespace": request.namespace,
         "kube_version": request.kube_version,
+        "upgrades": [dict(v) for v in request.upgrades],
     }
 
 
@@ -238,6 +248,7 @@ def _decode(answer: Mapping[str, Any]) -> Result:
         created=tuple(answer["created"]),
         notes=answer["notes"],
         error=answer["error"],
+        revisions=tuple(tuple(r) for r in answer["revisions"]),
     )
 
 
@@ -588,22 +599,28 @@ def _child_render(helm: Any, request: Mapping[str, Any]) -> dict[str, Any]:
         "created": [],
         "notes": "",
         "error": "",
+        "revisions": [],
     }
     with FakeAPIServer(request["kube_version"]) as api:
         config = helm.Configuration(
             namespace=request["namespace"], kubeconfig=api.kubeconfig(request["namespace"])
         )
-        install = helm.Install(config).run(
-            request["release"], request["chart"], values=request["values"], wait=False, timeout=60
-        )
-        try:
-            release = asyncio.run(install)
-        except helm.HelmError as err:
-            answer["error"] = str(err)
-            return answer
-        answer["objects"] = [d for d in yaml.safe_load_all(release.get("manifest", "")) if d]
-        answer["created"] = api.created
-        answer["notes"] = release.get("info", {}).get("notes", "")
+        name, chart = request["release"], request["chart"]
+        actions = [(helm.Install(config), request["values"])]
+        actions += [(helm.Upgrade(config), values) for values in request.get("upgrades", [])]
+        for action, values in actions:
+            try:
+                release = asyncio.run(
+                    action.run(name, chart, values=values, wait=False, timeout=60)
+                )
+            except helm.HelmError as err:
+                answer["error"] = str(err)
+                break
+            objects = [d for d in yaml.safe_load_all(release.get("manifest", "")) if d]
+            answer["revisions"].append(objects)
+            answer["objects"] = objects
+            answer["notes"] = release.get("info", {}).get("notes", "")
+        answer["created"] = list(api.created) if answer["revisions"] else []
     return answer
 
 

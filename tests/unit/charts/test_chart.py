@@ -331,10 +331,13 @@ def test_rbac_allows_every_call_koordlet_makes(default: helm.Release) -> None:
 
 def test_bring_your_own_account_and_rbac(outcomes: dict[str, Outcome]) -> None:
     release = outcomes["bring-your-own"].release
-    assert not release.all("ServiceAccount")  # neither the koordlet's nor the manager's
+    assert not release.all("ServiceAccount")  # not the koordlet's, the manager's, the scheduler's
     assert not release.all("ClusterRole") and not release.all("ClusterRoleBinding")
     assert not release.all("Role") and not release.all("RoleBinding")
-    assert not release.all("ConfigMap")
+    # No slo-controller-config; the scheduler's own configuration stays.
+    assert {
+        c["metadata"]["labels"]["app.kubernetes.io/component"] for c in release.all("ConfigMap")
+    } == {"scheduler"}
     pod = release.find("DaemonSet")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "koordlet"
     assert not any(a.startswith("--feature-gates") for a in koordlet_container(release)["args"])
@@ -482,11 +485,17 @@ def test_crds_are_koordinators_and_helm_installs_them_first(
 
 def test_service_monitor_and_dashboard_are_off_by_default(default: helm.Release) -> None:
     assert not default.all("ServiceMonitor")
-    # Only the manager's webhook Service: no metrics Service for koordlet or the manager.
-    assert [s["metadata"]["name"] for s in default.all("Service")] == [
-        "koordinator-koordinator-py-webhook"
+    # The manager's webhook Service and the scheduler's HTTPS Service: no metrics Service for
+    # koordlet or the manager.
+    assert sorted(s["metadata"]["name"] for s in default.all("Service")) == [
+        "koordinator-koordinator-py-scheduler",
+        "koordinator-koordinator-py-webhook",
     ]
-    assert [c["metadata"]["name"] for c in default.all("ConfigMap")] == ["slo-controller-config"]
+    assert sorted(c["metadata"]["name"] for c in default.all("ConfigMap")) == [
+        "koordinator-koordinator-py-kube-scheduler-config",
+        "koordinator-koordinator-py-scheduler-loadaware",
+        "slo-controller-config",
+    ]
 
 
 def test_service_monitor_scrapes_every_koordlet(outcomes: dict[str, Outcome]) -> None:

@@ -112,3 +112,32 @@ def test_lint_sees_the_values_it_is_given(tmp_path: Path) -> None:
     assert not good.errors
     assert bad.errors
     assert "strict.yaml" in release.error and "nil pointer" in release.error
+
+
+def test_upgrades_run_on_the_same_cluster_and_may_not_change_objects(tmp_path: Path) -> None:
+    """Render(upgrades=...) runs `helm upgrade` after the install; ``lookup`` sees what the
+    install created, and an upgrade that would change an object fails (no PATCH served)."""
+    chart = tmp_path / "tiny"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: tiny\nversion: 0.1.0\n")
+    (chart / "values.yaml").write_text("color: red\n")
+    (chart / "templates" / "config.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tiny\n"
+        "data:\n  color: {{ .Values.color }}\n"
+    )
+    (chart / "templates" / "NOTES.txt").write_text(
+        '{{ (lookup "v1" "ConfigMap" .Release.Namespace "tiny").data | default dict'
+        ' | dig "color" "nothing" }}'
+    )
+    same, changed = helm.run(
+        helm.Render(chart, upgrades=({"color": "red"},)),
+        helm.Render(chart, upgrades=({"color": "blue"},)),
+    )
+    assert isinstance(same, helm.Release) and isinstance(changed, helm.Release)
+    assert not same.error
+    assert [r[0]["data"] for r in same.revisions] == [{"color": "red"}, {"color": "red"}]
+    assert same.objects == same.revisions[-1]
+    assert same.notes == "red"  # the upgrade's: lookup found what the install created
+    assert [o["metadata"]["name"] for o in same.created] == ["tiny"]
+    assert "PATCH is not served" in changed.error
+    assert len(changed.revisions) == 1 and changed.objects == changed.revisions[0]

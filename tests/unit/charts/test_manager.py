@@ -129,16 +129,23 @@ def release_of(outcomes: dict[str, Outcome], scenario: str) -> helm.Release:
     return release
 
 
-def manager_objects(release: helm.Release) -> list[dict[str, Any]]:
+def manager_objects(release: helm.Release, kind: str | None = None) -> list[dict[str, Any]]:
+    """The manager's objects (of ``kind``): the scheduler's sit beside them."""
     return [
         o
         for o in release.objects
         if o["metadata"]["labels"].get("app.kubernetes.io/component") == "manager"
+        and kind in (None, o["kind"])
     ]
 
 
+def manager_deployment(release: helm.Release) -> dict[str, Any]:
+    (deployment,) = manager_objects(release, "Deployment")
+    return deployment
+
+
 def pod_spec(release: helm.Release) -> dict[str, Any]:
-    return cast(dict[str, Any], release.find("Deployment")["spec"]["template"]["spec"])
+    return cast(dict[str, Any], manager_deployment(release)["spec"]["template"]["spec"])
 
 
 def manager_container(release: helm.Release) -> dict[str, Any]:
@@ -208,7 +215,7 @@ def test_manager_accepts_the_arguments_and_they_are_the_charts(
         assert options.webhook_port == m["webhook"]["port"] == container_port(release, "webhook")
     else:
         assert options.webhook_port is None
-    assert release.find("Deployment")["spec"]["replicas"] == m["replicas"]
+    assert manager_deployment(release)["spec"]["replicas"] == m["replicas"]
 
 
 @pytest.mark.parametrize("scenario", WITH_WEBHOOKS)
@@ -231,7 +238,7 @@ def test_the_certificate_secret_is_mounted_at_the_webhook_cert_dir(
     secret_name = volume["secret"]["secretName"]
     if certificates["existingSecret"]:
         assert secret_name == certificates["existingSecret"]
-        assert not release.all("Secret")
+        assert not manager_objects(release, "Secret")
     else:
         secret = release.find("Secret", secret_name)
         assert secret["type"] == "kubernetes.io/tls"
@@ -411,7 +418,7 @@ def test_webhook_service_reaches_the_webhook_port(
     assert port["port"] == 443
     assert port["targetPort"] == "webhook"
     assert container_port(release, "webhook") == manager_options(release).webhook_port
-    pod_labels = release.find("Deployment")["spec"]["template"]["metadata"]["labels"]
+    pod_labels = manager_deployment(release)["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
 
 
@@ -453,7 +460,7 @@ def test_an_existing_secret_and_its_ca_replace_the_generated_pair(
     outcomes: dict[str, Outcome],
 ) -> None:
     release = release_of(outcomes, "existing-secret")
-    assert not release.all("Secret")
+    assert not manager_objects(release, "Secret")
     for hook in webhooks(release).values():
         assert base64.b64decode(hook["clientConfig"]["caBundle"]).decode() == EXISTING_CA_PEM
     (volume,) = [v for v in pod_spec(release)["volumes"] if "secret" in v]
@@ -516,8 +523,8 @@ def test_without_webhooks_the_manager_runs_its_controllers_only(
     release = release_of(outcomes, "no-webhooks")
     assert not release.all("MutatingWebhookConfiguration")
     assert not release.all("ValidatingWebhookConfiguration")
-    assert not release.all("Secret")
-    assert not release.all("Service")
+    assert not manager_objects(release, "Secret")
+    assert not manager_objects(release, "Service")
     container = manager_container(release)
     assert "--disable-webhooks" in container["args"]
     assert not any(
@@ -535,7 +542,9 @@ def test_without_webhooks_the_manager_runs_its_controllers_only(
 def test_a_disabled_manager_leaves_nothing_of_its_own(outcomes: dict[str, Outcome]) -> None:
     release = release_of(outcomes, "manager-disabled")
     assert not manager_objects(release)
-    assert not release.all("Deployment")
+    assert [d["metadata"]["name"] for d in release.all("Deployment")] == [
+        "koordinator-koordinator-py-scheduler"
+    ]
     assert not release.all("MutatingWebhookConfiguration")
     assert not release.all("ValidatingWebhookConfiguration")
     assert release.find("DaemonSet")  # koordlet stays
@@ -695,7 +704,7 @@ def test_service_monitor_scrapes_every_manager_replica(outcomes: dict[str, Outco
         {"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}
     ]
     assert manager_options(release).metrics_addr == ":9090"
-    pod_labels = release.find("Deployment")["spec"]["template"]["metadata"]["labels"]
+    pod_labels = manager_deployment(release)["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
     # The webhook Service matches the selector too, but has no port named metrics.
     webhook = release.find("Service", WEBHOOK_SERVICE)

@@ -177,6 +177,22 @@ def test_busy_ls_pod_shrinks_every_be_cgroup_and_records_why(tmp_path: Path) -> 
     assert len(ctx.audit.recent()) == 1
 
 
+def test_a_be_pod_cgroup_koordlet_does_not_know_is_narrowed_too(tmp_path: Path) -> None:
+    # A pod of another runtime, or one still being removed, under the BE directory: left at
+    # its wider cpuset it would make the kernel refuse to narrow the parent (EBUSY).
+    ls = known_pod("ls", qos="LS")
+    be = known_pod("be", qos="BE", kube="BestEffort")
+    root = cgroup_tree(tmp_path, [ls, be])
+    stranger = f"{BE_DIR}/pod-unknown"
+    write(root / "cpuset" / stranger / "cpuset.cpus", "0-7\n")
+    write(root / "cpuset" / stranger / "c1" / "cpuset.cpus", "0-7\n")
+    cache = MetricCache()
+    usage(cache, 5.0, [(ls, 4.5), (be, 0.2)])
+    CPUSuppress(Executor(root)).run(context(pods=[ls, be], spec=spec(), cache=cache))
+    for cg in (BE_DIR, be.request.cgroup_dir, stranger, f"{stranger}/c1"):
+        assert cpuset_of(root, cg) == {0, 1}, cg
+
+
 def test_min_cpus_can_be_lowered_for_small_nodes(tmp_path: Path) -> None:
     ls = known_pod("ls", qos="LS")
     be = known_pod("be", qos="BE", kube="BestEffort")

@@ -1,0 +1,185 @@
+"""koord-scheduler's HTTPS server: the extender verbs under one URL prefix.
+
+POST {prefix}/filter and {prefix}/prioritize answer from the informer view through the pure
+functions of scheduler.extender; POST {prefix}/bind writes the pod's resource-status
+annotation (for LSE/LSR pods pinned to CPUs) and then creates the Binding. Replies are
+PascalCase JSON with status 200; a request that cannot be answered gets the verb's error
+field (Error), never a 500 with a traceback. The verbs share one DecisionCache and run
+without awaiting in the event loop, so they never interleave; bind awaits its writes after
+the decision, with the pod already counted on the node (assumed).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import ssl
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from manager.kube.client import KubeApi, update_with_retry
+from manager.kube.resources import object_key
+from manager.tlsreload import CertificateReloader
+from scheduler import extender
+from scheduler.extender import DecisionCache, ExtenderArgsError, ExtenderConfig, ci_get
+from scheduler.state import InformerClusterView
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 64 << 20  # a NodeList of a large cluster (nodeCacheCapable false)
+
+
+def _error_reply(verb: str, message: str) -> Any:
+    if verb == "prioritize":
+        return []  # kube-scheduler ignores prioritize errors; an empty list scores nothing
+    if verb == "filter":
+        return {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "Error": message}
+    return {"Error": message}
+
+
+class Binder:
+    """bind: decide the CPUs, count the pod on the node, write the annotation, bind."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        view: InformerClusterView,
+        config: ExtenderConfig,
+        cache: DecisionCache,
+    ) -> None:
+        self.api, self.view, self.config, self.cache = api, view, config, cache
+
+    async def bind(self, args: Any) -> dict[str, str]:
+        if not isinstance(args, dict):
+            return {"Error": "ExtenderBindingArgs must be a JSON object"}
+        name, namespace = ci_get(args, "PodName"), ci_get(args, "PodNamespace")
+        uid, node = ci_get(args, "PodUID"), ci_get(args, "Node")
+        if not all(isinstance(v, str) and v for v in (name, namespace, node)):
+            return {"Error": "ExtenderBindingArgs needs PodName, PodNamespace and Node"}
+        pod = self.view.pod(namespace, name)
+        if pod is None:
+            from lightkube.resources.core_v1 import Pod  # noqa: PLC0415
+
+            try:
+                pod = await self.api.get(Pod, name, namespace=namespace)
+            except Exception as err:
+                return {"Error": f"pod {namespace}/{name}: {err}"}
+        if uid and (pod.get("metadata") or {}).get("uid") not in (None, uid):
+            return {"Error": f"pod {namespace}/{name} is not the one scheduled (uid {uid})"}
+        plan = extender.bind_decision(pod, node, self.view, config=self.config, cache=self.cache)
+        if plan.error:
+            return {"Error": plan.error}
+        self.view.assume(pod, node, plan.annotations)
+        try:
+            if plan.annotations:
+                await self._annotate(namespace, name, dict(plan.annotations))
+            await self.api.bind_pod(namespace, name, node, uid=uid or None)
+        except Exception as err:
+            self.view.forget(pod)
+            log.warning("binding %s/%s to %s failed: %s", namespace, name, node, err)
+            return {"Error": f"binding {namespace}/{name} to {node}: {err}"}
+        pinned = f" cpuset {plan.cpuset}" if plan.cpuset else ""
+        log.info("bound %s to %s%s", object_key(pod), node, pinned)
+        return {"Error": ""}
+
+    async def _annotate(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        """The annotations, with the pod's resourceVersion: a concurrent change is re-read."""
+        from lightkube.resources.core_v1 import Pod  # noqa: PLC0415
+
+        def mutate(current: dict[str, Any]) -> dict[str, Any] | None:
+            meta = current.setdefault("metadata", {})
+            present = meta.get("annotations") or {}
+            if all(present.get(k) == v for k, v in annotations.items()):
+                return None
+            meta["annotations"] = {**present, **annotations}
+            return current
+
+        await update_with_retry(
+            lambda: self.api.get(Pod, name, namespace=namespace),
+            mutate,
+            lambda pod: self.api.replace(Pod, pod),
+            what=f"annotate pod {namespace}/{name}",
+        )
+
+
+class ExtenderServer:
+    """The extender endpoints over HTTPS (``cert_dir`` None: plain HTTP, for tests only)."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        view: InformerClusterView,
+        *,
+        host: str = "0.0.0.0",  # noqa: S104 - reached through a Service
+        port: int = 10443,
+        cert_dir: str | os.PathLike[str] | None = None,
+        prefix: str = "/scheduler",
+        config: ExtenderConfig | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.view, self.clock = view, clock
+        self.config = config or ExtenderConfig()
+        self.cache = DecisionCache()
+        self.binder = Binder(api, view, self.config, self.cache)
+        self.host, self.port = host, port
+        self.prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
+        self.certificates = CertificateReloader(cert_dir) if cert_dir is not None else None
+        self._runner: web.AppRunner | None = None
+        self.requests: dict[str, int] = {"filter": 0, "prioritize": 0, "bind": 0}
+
+    def application(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY)
+        for verb in ("filter", "prioritize", "bind"):
+            app.router.add_post(f"{self.prefix}/{verb}", self._handler(verb))
+        app.router.add_get("/healthz", self._healthz)
+        return app
+
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    def _handler(self, verb: str) -> Callable[[web.Request], Any]:
+        async def handle(request: web.Request) -> web.Response:
+            self.requests[verb] += 1
+            try:
+                args = json.loads(await request.read())
+            except ValueError as err:
+                return web.json_response(_error_reply(verb, f"request body is not JSON: {err}"))
+            try:
+                reply = await self._answer(verb, args)
+            except ExtenderArgsError as err:
+                reply = _error_reply(verb, str(err))
+            except Exception as err:  # never a 500 with a traceback: the verb's error field
+                log.exception("%s failed", verb)
+                reply = _error_reply(verb, f"{verb} failed: {type(err).__name__}: {err}")
+            return web.json_response(reply)
+
+        return handle
+
+    async def _answer(self, verb: str, args: Any) -> Any:
+        now = self.clock()
+        if verb == "filter":
+            return extender.filter(args, self.view, now, config=self.config, cache=self.cache)
+        if verb == "prioritize":
+            return extender.prioritize(args, self.view, now, config=self.config, cache=self.cache)
+        return await self.binder.bind(args)
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.application(), access_log=None)
+        await self._runner.setup()
+        context: ssl.SSLContext | None = None
+        if self.certificates is not None:
+            context = self.certificates.context
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=context)
+        await site.start()
+        if self._runner.addresses:
+            self.port = int(self._runner.addresses[0][1])  # the bound one, when 0 was asked
+        log.info("extender on %s:%d%s", self.host, self.port, self.prefix)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

@@ -1,0 +1,131 @@
+"""koord-scheduler's view of the cluster: Node, Pod and NodeMetric informers, as a ClusterView.
+
+The verbs (scheduler.extender) read only from here. Besides the caches it keeps the pods this
+extender bound whose Binding the pod informer has not shown yet ("assumed", with the
+annotations planned for them), so that two LSR pods in quick succession are never given the
+same CPUs, and it records which node each change concerns (the ChangeFeed), so the verbs
+re-check only those nodes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+from lightkube.resources.core_v1 import Node, Pod
+
+from manager.kube.client import KubeApi
+from manager.kube.informer import Informer
+from manager.kube.resources import NodeMetric, object_key
+from scheduler import loadaware
+from scheduler.extender import scheduled_at
+
+log = logging.getLogger(__name__)
+
+Object = Mapping[str, Any]
+MAX_CHANGES = 100_000  # a feed older than this many changes re-checks every node
+
+
+class InformerClusterView:
+    def __init__(self, api: KubeApi, *, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.nodes = Informer(api, Node)
+        self.pods = Informer(api, Pod)
+        self.node_metrics = Informer(api, NodeMetric)
+        self._by_node: dict[str, dict[str, Object]] = {}
+        self._pod_node: dict[str, str] = {}
+        self._assumed: dict[str, tuple[Object, str, float]] = {}  # pod key → (pod, node, at)
+        self._bound_at: dict[str, float] = {}  # pod key → when this extender bound it
+        self._changes: list[str] = []
+        self._base = 0  # the token of self._changes[0]
+        self.nodes.add_handler(lambda _e, node: self._changed(object_key(node)))
+        self.node_metrics.add_handler(lambda _e, metric: self._changed(object_key(metric)))
+        self.pods.add_handler(self._on_pod)
+
+    @property
+    def informers(self) -> list[Informer]:
+        return [self.nodes, self.pods, self.node_metrics]
+
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers)
+
+    # -- ChangeFeed -----------------------------------------------------------------------------
+
+    def _changed(self, node: str) -> None:
+        self._changes.append(node)
+        if len(self._changes) > MAX_CHANGES:
+            drop = len(self._changes) // 2
+            del self._changes[:drop]
+            self._base += drop
+
+    def changes_since(self, token: int) -> tuple[int, Collection[str] | None]:
+        end = self._base + len(self._changes)
+        if not self._base <= token <= end:
+            return end, None
+        return end, set(self._changes[token - self._base :])
+
+    # -- pods -----------------------------------------------------------------------------------
+
+    def _on_pod(self, event: str, pod: Object) -> None:
+        key = object_key(pod)
+        old = self._pod_node.pop(key, None)
+        if old is not None:
+            self._by_node.get(old, {}).pop(key, None)
+            self._changed(old)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if event == "DELETED" or not node:
+            if event == "DELETED":
+                self._bound_at.pop(key, None)
+                self._assumed.pop(key, None)
+            return
+        self._pod_node[key] = node
+        self._by_node.setdefault(node, {})[key] = pod
+        if self._assumed.pop(key, None) is not None:
+            log.debug("pod %s: its binding to %s is visible", key, node)
+        self._changed(node)
+
+    def assume(self, pod: Object, node: str, annotations: Mapping[str, str]) -> None:
+        """Count ``pod`` on ``node`` from now on, with ``annotations``, until its Binding shows."""
+        key = object_key(pod)
+        meta = dict(pod.get("metadata") or {})
+        meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+        placed = {**pod, "metadata": meta, "spec": {**(pod.get("spec") or {}), "nodeName": node}}
+        now = self.clock()
+        self._assumed[key] = (placed, node, now)
+        self._bound_at[key] = now
+        self._changed(node)
+
+    def forget(self, pod: Object) -> None:
+        """The bind failed: the pod is not on the node after all."""
+        key = object_key(pod)
+        assumed = self._assumed.pop(key, None)
+        self._bound_at.pop(key, None)
+        if assumed is not None:
+            self._changed(assumed[1])
+
+    def pod(self, namespace: str, name: str) -> Object | None:
+        return self.pods.get(f"{namespace}/{name}")
+
+    # -- ClusterView ----------------------------------------------------------------------------
+
+    def node(self, name: str) -> Object | None:
+        return self.nodes.get(name)
+
+    def node_metric(self, name: str) -> Object | None:
+        return self.node_metrics.get(name)
+
+    def pods_on(self, name: str) -> Sequence[Object]:
+        found = self._by_node.get(name, {})
+        assumed = [p for k, (p, n, _) in self._assumed.items() if n == name and k not in found]
+        return [*found.values(), *assumed] if assumed else list(found.values())
+
+    def assigned_since_report(self, name: str) -> Sequence[tuple[Object, float]]:
+        """Every active pod on the node with when it was assigned (this extender's bind time,
+        else its PodScheduled condition); the estimator decides which still count."""
+        return [
+            (pod, self._bound_at.get(object_key(pod)) or scheduled_at(pod))
+            for pod in self.pods_on(name)
+            if not loadaware.is_terminated(pod)
+        ]

@@ -1,0 +1,695 @@
+"""koord-scheduler in the chart: the extender's Deployment, Service, RBAC and certificate, its
+LoadAware arguments, and the KubeSchedulerConfiguration that points kube-scheduler at it.
+
+Rendered by Helm's engine with the scenarios of conftest.py. The certificate is checked the way
+kube-scheduler checks it: the extender's tlsConfig.caData must be the CA that signed a serving
+certificate for tlsConfig.serverName, the host of its urlPrefix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import datetime
+import io
+import ssl
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from koordapi import keys
+from scheduler import cli as scheduler_cli
+from scheduler.loadaware import LoadAwareArgs
+from tests.unit.charts import helm
+from tests.unit.charts.conftest import (
+    CUSTOM_NODE_SELECTOR,
+    CUSTOM_RESOURCES,
+    CUSTOM_SCHEDULER_AFFINITY,
+    CUSTOM_TOLERATIONS,
+    EXISTING_CA_PEM,
+    SCENARIOS,
+    Outcome,
+)
+
+CHART_VALUES: dict[str, Any] = yaml.safe_load((helm.CHART / "values.yaml").read_text())
+NAMESPACE = "koordinator-system"  # helm.Render's default
+SCHEDULER = "koordinator-koordinator-py-scheduler"
+KUBE_SCHEDULER_CONFIG = "koordinator-koordinator-py-kube-scheduler-config"
+CONFIG_KEY = "kube-scheduler-config.yaml"
+KOORDLET_IMAGE = "koordinator-py/koordlet:0.1.0"
+
+# Least privilege: what the extender's informers, its bind and its events need.
+SCHEDULER_RULES = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    # patch: the scheduling.koordinator.sh/resource-status annotation, before binding.
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
+    {
+        "apiGroups": ["slo.koordinator.sh"],
+        "resources": ["nodemetrics"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+# kube-scheduler's config/v1 Extender fields (controlplane-apis.md, 1.2).
+EXTENDER_FIELDS = {
+    "urlPrefix",
+    "filterVerb",
+    "prioritizeVerb",
+    "preemptVerb",
+    "bindVerb",
+    "weight",
+    "enableHTTPS",
+    "tlsConfig",
+    "httpTimeout",
+    "nodeCacheCapable",
+    "managedResources",
+    "ignorable",
+}
+BATCH_RESOURCES = [
+    {"name": keys.BATCH_CPU, "ignoredByScheduler": False},
+    {"name": keys.BATCH_MEMORY, "ignoredByScheduler": False},
+]
+
+
+def effective(values: Mapping[str, Any]) -> dict[str, Any]:
+    return helm.merge_values(CHART_VALUES, values)
+
+
+def scenarios_where(predicate: Callable[[dict[str, Any]], bool]) -> list[str]:
+    """The scenarios whose effective ``scheduler`` values satisfy ``predicate``."""
+    return [name for name, values in SCENARIOS.items() if predicate(effective(values)["scheduler"])]
+
+
+WITH_SCHEDULER = scenarios_where(lambda s: s["enabled"])
+GENERATED_CERTS = scenarios_where(
+    lambda s: s["enabled"] and not s["certificates"]["existingSecret"]
+)
+# The scenarios that set scheduler values, and the default.
+SCHEDULER_SCENARIOS = [
+    name for name, values in SCENARIOS.items() if name == "default" or "scheduler" in values
+]
+
+
+def release_of(outcomes: dict[str, Outcome], scenario: str) -> helm.Release:
+    release = outcomes[scenario].release
+    assert not release.error, f"helm install failed: {release.error}"
+    return release
+
+
+def scheduler_objects(release: helm.Release, kind: str | None = None) -> list[dict[str, Any]]:
+    """The scheduler's objects (of ``kind``): koordlet's and the manager's sit beside them."""
+    return [
+        o
+        for o in release.objects
+        if o["metadata"]["labels"].get("app.kubernetes.io/component") == "scheduler"
+        and kind in (None, o["kind"])
+    ]
+
+
+def scheduler_deployment(release: helm.Release) -> dict[str, Any]:
+    (deployment,) = scheduler_objects(release, "Deployment")
+    return deployment
+
+
+def pod_spec(release: helm.Release) -> dict[str, Any]:
+    return cast(dict[str, Any], scheduler_deployment(release)["spec"]["template"]["spec"])
+
+
+def scheduler_container(release: helm.Release) -> dict[str, Any]:
+    (container,) = pod_spec(release)["containers"]
+    assert container["name"] == "scheduler"
+    return cast(dict[str, Any], container)
+
+
+def container_port(release: helm.Release, name: str) -> int:
+    (port,) = [p for p in scheduler_container(release)["ports"] if p["name"] == name]
+    return int(port["containerPort"])
+
+
+# TODO(scheduler/cli.py): koord-scheduler's parser is being written. Once scheduler/cli.py has
+# build_parser(), scheduler_parser() uses it and this stand-in is dead code: delete it and parse
+# with scheduler.cli.build_parser() directly, as test_manager.py does with manager.cli.
+def standin_parser() -> argparse.ArgumentParser:
+    """koord-scheduler's command line as specified, while scheduler/cli.py has no parser."""
+    parser = argparse.ArgumentParser(prog="koord-scheduler")
+    parser.add_argument("--kubeconfig", default=None)  # None: in-cluster
+    parser.add_argument("--port", type=int, default=10443)
+    parser.add_argument("--cert-dir", required=True)  # tls.crt, tls.key
+    parser.add_argument("--url-prefix", default="/scheduler")
+    parser.add_argument("--metrics-addr", default=":8081")
+    parser.add_argument("--load-aware-config", default=None)
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    return parser
+
+
+def scheduler_parser() -> argparse.ArgumentParser:
+    """koord-scheduler's own parser (scheduler.cli.build_parser) once it exists."""
+    build = getattr(scheduler_cli, "build_parser", None)
+    if build is None:
+        return standin_parser()
+    return cast(argparse.ArgumentParser, build())
+
+
+def parse_scheduler_args(args: list[str]) -> argparse.Namespace:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            return scheduler_parser().parse_args(args)
+        except SystemExit:
+            pytest.fail(f"koord-scheduler refuses the chart's arguments {args}: {err.getvalue()}")
+
+
+def scheduler_args(release: helm.Release) -> argparse.Namespace:
+    return parse_scheduler_args(scheduler_container(release)["args"])
+
+
+def kube_scheduler_config(release: helm.Release, name: str = KUBE_SCHEDULER_CONFIG) -> Any:
+    config_map = release.find("ConfigMap", name)
+    assert config_map["metadata"]["namespace"] == NAMESPACE
+    assert set(config_map["data"]) == {CONFIG_KEY}
+    return yaml.safe_load(config_map["data"][CONFIG_KEY])
+
+
+def extender_of(release: helm.Release, name: str = KUBE_SCHEDULER_CONFIG) -> dict[str, Any]:
+    (extender,) = kube_scheduler_config(release, name)["extenders"]
+    return cast(dict[str, Any], extender)
+
+
+def extender_of_any(release: helm.Release) -> dict[str, Any]:
+    """The extender of whichever kube-scheduler-config ConfigMap the release has."""
+    (config_map,) = [c for c in scheduler_objects(release, "ConfigMap") if CONFIG_KEY in c["data"]]
+    return extender_of(release, config_map["metadata"]["name"])
+
+
+def ca_pem(extender: Mapping[str, Any]) -> bytes:
+    """The PEM CA of an extender's tlsConfig.caData (base64 in YAML)."""
+    return base64.b64decode(extender["tlsConfig"]["caData"], validate=True)
+
+
+def load_pem(data: str) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(base64.b64decode(data))
+
+
+def mounted_secret(release: helm.Release) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the volume, its mount) of the certificate Secret."""
+    (volume,) = [v for v in pod_spec(release)["volumes"] if "secret" in v]
+    (mount,) = [
+        m for m in scheduler_container(release)["volumeMounts"] if m["name"] == volume["name"]
+    ]
+    return volume, mount
+
+
+# -- Helm's verdict ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", SCHEDULER_SCENARIOS)
+def test_helm_lints_and_installs_the_scheduler_values(
+    outcomes: dict[str, Outcome], scenario: str
+) -> None:
+    outcome = outcomes[scenario]
+    problems = outcome.lint.errors + outcome.lint.warnings
+    assert not problems, [str(p) for p in problems]
+    release = release_of(outcomes, scenario)
+    assert bool(scheduler_objects(release)) is effective(outcome.values)["scheduler"]["enabled"]
+
+
+# -- the Deployment ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", WITH_SCHEDULER)
+def test_scheduler_accepts_the_arguments_and_they_are_the_charts(
+    outcomes: dict[str, Outcome], scenario: str
+) -> None:
+    release = release_of(outcomes, scenario)
+    s = effective(SCENARIOS[scenario])["scheduler"]
+    container = scheduler_container(release)
+    assert container["command"] == ["koord-scheduler"]
+    args = scheduler_args(release)
+    assert int(args.port) == s["port"] == container_port(release, "https")
+    assert str(args.url_prefix) == "/" + s["urlPrefix"].strip("/")
+    assert str(args.metrics_addr) == f":{s['metrics']['port']}"
+    assert container_port(release, "metrics") == s["metrics"]["port"]
+    assert str(args.log_level) == s["logLevel"]
+    if not s["extraArgs"]:
+        assert args.kubeconfig is None  # in-cluster
+    assert scheduler_deployment(release)["spec"]["replicas"] == s["replicas"]
+    # No leader election: every replica answers.
+    assert not any("leader" in a for a in container["args"])
+
+
+@pytest.mark.parametrize("scenario", WITH_SCHEDULER)
+def test_the_certificate_secret_is_mounted_at_the_cert_dir(
+    outcomes: dict[str, Outcome], scenario: str
+) -> None:
+    release = release_of(outcomes, scenario)
+    certificates = effective(SCENARIOS[scenario])["scheduler"]["certificates"]
+    pod = pod_spec(release)
+    volume, mount = mounted_secret(release)
+    assert PurePosixPath(mount["mountPath"]) == PurePosixPath(str(scheduler_args(release).cert_dir))
+    assert mount["readOnly"] is True
+    # The files are group-readable by fsGroup, which the non-root user is in.
+    assert volume["secret"]["defaultMode"] == 0o440
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
+    secret_name = volume["secret"]["secretName"]
+    if certificates["existingSecret"]:
+        assert secret_name == certificates["existingSecret"]
+        assert not scheduler_objects(release, "Secret")
+    else:
+        secret = release.find("Secret", secret_name)
+        assert secret["type"] == "kubernetes.io/tls"
+        assert {"tls.crt", "tls.key"} <= set(secret["data"])
+
+
+@pytest.mark.parametrize("scenario", WITH_SCHEDULER)
+def test_the_loadaware_arguments_are_the_load_aware_config_file(
+    outcomes: dict[str, Outcome], scenario: str
+) -> None:
+    release = release_of(outcomes, scenario)
+    wanted = effective(SCENARIOS[scenario])["scheduler"]["loadAware"]
+    path = PurePosixPath(str(scheduler_args(release).load_aware_config))
+    (mount,) = [
+        m
+        for m in scheduler_container(release)["volumeMounts"]
+        if PurePosixPath(m["mountPath"]) == path.parent
+    ]
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in pod_spec(release)["volumes"] if v["name"] == mount["name"]]
+    config_map = release.find("ConfigMap", volume["configMap"]["name"])
+    assert set(config_map["data"]) == {path.name}
+    loaded = yaml.safe_load(config_map["data"][path.name])
+    assert loaded == wanted
+    LoadAwareArgs.from_koordinator(loaded)  # raises on what LoadAware would refuse
+
+
+def test_the_default_loadaware_arguments_are_the_specified_ones(default: helm.Release) -> None:
+    (text,) = default.find("ConfigMap", f"{SCHEDULER}-loadaware")["data"].values()
+    assert yaml.safe_load(text) == {
+        "usageThresholds": {"cpu": 65, "memory": 95},
+        "nodeMetricExpirationSeconds": 180,
+        "resourceWeights": {"cpu": 1, "memory": 1},
+        "estimatedScalingFactors": {"cpu": 85, "memory": 70},
+    }
+    args = LoadAwareArgs.from_koordinator(yaml.safe_load(text))
+    assert (args.cpu_threshold, args.memory_threshold) == (65, 95)
+    assert args.node_metric_expiration_seconds == 180
+    assert (args.cpu_weight, args.memory_weight) == (1, 1)
+    assert (args.cpu_scaling_factor, args.memory_scaling_factor) == (85, 70)
+
+
+def test_a_loadaware_change_rolls_the_pods(outcomes: dict[str, Outcome]) -> None:
+    """The arguments are read at start: the pod template carries their checksum."""
+
+    def checksum(scenario: str) -> str:
+        template = scheduler_deployment(release_of(outcomes, scenario))["spec"]["template"]
+        return cast(str, template["metadata"]["annotations"]["checksum/loadaware-config"])
+
+    assert checksum("default") == checksum("scheduler-batch-only")  # the same arguments
+    assert checksum("default") != checksum("custom")
+
+
+def test_scheduler_pod_is_non_root_read_only_probed_and_spread(default: helm.Release) -> None:
+    deployment = default.find("Deployment", SCHEDULER)
+    pod = pod_spec(default)
+    container = scheduler_container(default)
+    assert container["image"] == KOORDLET_IMAGE  # the koordlet image: it has koord-scheduler
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    assert deployment["spec"]["replicas"] == 2
+    assert pod["serviceAccountName"] == SCHEDULER
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    # Python's scratch space on a read-only root filesystem.
+    (tmp,) = [m for m in container["volumeMounts"] if m["mountPath"] == "/tmp"]
+    assert {"name": tmp["name"], "emptyDir": {}} in pod["volumes"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    (spread,) = pod["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    term = spread["podAffinityTerm"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert selector == term["labelSelector"]["matchLabels"]
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert selector["app.kubernetes.io/component"] == "scheduler"
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert "tolerations" not in pod
+    assert container["resources"] == CHART_VALUES["scheduler"]["resources"]
+
+
+def test_custom_values_reach_the_scheduler(outcomes: dict[str, Outcome]) -> None:
+    release = release_of(outcomes, "custom")
+    deployment = release.find("Deployment", "qos-scheduler")
+    pod = pod_spec(release)
+    container = scheduler_container(release)
+    assert container["image"] == "registry.example.com/koord-scheduler:dev"
+    assert container["imagePullPolicy"] == "Always"  # koordlet's, not set for the scheduler
+    assert container["resources"] == CUSTOM_RESOURCES
+    assert container["args"][-1] == "--kubeconfig=/etc/kube/config"
+    args = scheduler_args(release)
+    assert str(args.kubeconfig) == "/etc/kube/config"
+    assert str(args.url_prefix) == "/koord/extender"  # slashes normalised
+    assert {"name": "PYTHONFAULTHANDLER", "value": "1"} in container["env"]
+    assert deployment["spec"]["replicas"] == 3
+    assert pod["tolerations"] == CUSTOM_TOLERATIONS
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux", **CUSTOM_NODE_SELECTOR}
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["imagePullSecrets"] == [{"name": "registry"}]
+    assert pod["affinity"] == CUSTOM_SCHEDULER_AFFINITY  # the user's anti-affinity, alone
+    template = deployment["spec"]["template"]["metadata"]
+    assert template["annotations"]["example.com/team"] == "sre"
+    assert template["labels"]["example.com/tier"] == "control"
+    extender = extender_of(release, "qos-kube-scheduler-config")
+    assert extender["urlPrefix"] == f"https://qos-scheduler.{NAMESPACE}.svc:443/koord/extender"
+    assert extender["tlsConfig"]["serverName"] == f"qos-scheduler.{NAMESPACE}.svc"
+    assert (extender["weight"], extender["httpTimeout"], extender["ignorable"]) == (3, "2s", True)
+    assert "bindVerb" not in extender
+    assert container_port(release, "https") == 9443
+    cert = load_pem(release.find("Secret", "qos-scheduler-tls")["data"]["tls.crt"])
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert f"qos-scheduler.{NAMESPACE}.svc.example.internal" in names.get_values_for_type(
+        x509.DNSName
+    )
+    lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
+    assert abs(lifetime - datetime.timedelta(days=365)) < datetime.timedelta(days=1)
+
+
+def test_scheduler_image_is_the_one_the_containerfile_builds() -> None:
+    pyproject = tomllib.loads((helm.ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["scripts"]["koord-scheduler"] == "scheduler.cli:main"
+    assert "COPY scheduler/ scheduler/" in (helm.ROOT / "Containerfile").read_text()
+    image = CHART_VALUES["scheduler"]["image"]
+    assert image == {"repository": "", "tag": "", "pullPolicy": ""}  # koordlet's
+
+
+# -- the Service -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", WITH_SCHEDULER)
+def test_the_service_maps_443_to_the_extender_port(
+    outcomes: dict[str, Outcome], scenario: str
+) -> None:
+    release = release_of(outcomes, scenario)
+    host = urlsplit(extender_of_any(release)["urlPrefix"])
+    service_name, namespace, svc = str(host.hostname).split(".")
+    assert svc == "svc"
+    service = release.find("Service", service_name)
+    assert service["metadata"]["namespace"] == namespace == NAMESPACE
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["ports"] == [
+        {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
+    ]
+    assert host.port == 443
+    assert container_port(release, "https") == int(scheduler_args(release).port)
+    pod_labels = scheduler_deployment(release)["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert service["spec"]["selector"]["app.kubernetes.io/component"] == "scheduler"
+
+
+# -- RBAC --------------------------------------------------------------------------------------
+
+
+def test_rbac_is_exactly_what_the_scheduler_reads_and_writes(default: helm.Release) -> None:
+    account = default.find("ServiceAccount", SCHEDULER)
+    assert account["metadata"]["namespace"] == NAMESPACE
+    assert pod_spec(default)["serviceAccountName"] == SCHEDULER
+    assert default.find("ClusterRole", SCHEDULER)["rules"] == SCHEDULER_RULES
+    binding = default.find("ClusterRoleBinding", SCHEDULER)
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": SCHEDULER,
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": SCHEDULER, "namespace": NAMESPACE}
+    ]
+    # Nothing namespaced: no Role, no leader-election Lease.
+    assert not scheduler_objects(default, "Role") and not scheduler_objects(default, "RoleBinding")
+
+
+def test_bring_your_own_account_runs_the_scheduler(outcomes: dict[str, Outcome]) -> None:
+    release = release_of(outcomes, "bring-your-own")
+    assert pod_spec(release)["serviceAccountName"] == "koord-scheduler"
+    assert not scheduler_objects(release, "ServiceAccount")
+    assert not scheduler_objects(release, "ClusterRole")
+
+
+# -- the KubeSchedulerConfiguration ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", WITH_SCHEDULER)
+def test_kube_scheduler_configuration_calls_the_extender(
+    outcomes: dict[str, Outcome], scenario: str
+) -> None:
+    release = release_of(outcomes, scenario)
+    s = effective(SCENARIOS[scenario])["scheduler"]
+    e = s["extender"]
+    (config_map,) = [c for c in scheduler_objects(release, "ConfigMap") if CONFIG_KEY in c["data"]]
+    fullname = scheduler_deployment(release)["metadata"]["name"].removesuffix("-scheduler")
+    assert config_map["metadata"]["name"] == f"{fullname}-kube-scheduler-config"
+    config = kube_scheduler_config(release, config_map["metadata"]["name"])
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    assert config["clientConnection"] == {"kubeconfig": "/etc/kubernetes/scheduler.conf"}
+    (extender,) = config["extenders"]
+    assert set(extender) <= EXTENDER_FIELDS
+    service = scheduler_objects(release, "Service")[0]["metadata"]["name"]
+    server_name = f"{service}.{NAMESPACE}.svc"
+    prefix = str(scheduler_args(release).url_prefix)
+    assert extender["urlPrefix"] == f"https://{server_name}:443{prefix}"
+    assert (extender["filterVerb"], extender["prioritizeVerb"]) == ("filter", "prioritize")
+    assert extender.get("bindVerb") == ("bind" if e["bind"] else None)
+    assert "preemptVerb" not in extender
+    assert extender["weight"] == e["weight"] > 0
+    assert extender["nodeCacheCapable"] is e["nodeCacheCapable"] is True
+    assert extender["httpTimeout"] == e["httpTimeout"]
+    assert extender["ignorable"] is e["ignorable"]
+    assert extender["enableHTTPS"] is True
+    assert set(extender["tlsConfig"]) == {"serverName", "caData"}
+    assert extender["tlsConfig"]["serverName"] == server_name
+    assert ca_pem(extender).startswith(b"-----BEGIN CERTIFICATE-----")
+    if e["allPods"]:
+        assert "managedResources" not in extender  # every pod reaches the extender
+    else:
+        assert extender["managedResources"] == BATCH_RESOURCES
+
+
+def test_the_default_extender_sees_every_pod_and_binds(default: helm.Release) -> None:
+    extender = extender_of(default)
+    assert extender == {
+        "urlPrefix": f"https://{SCHEDULER}.{NAMESPACE}.svc:443/scheduler",
+        "filterVerb": "filter",
+        "prioritizeVerb": "prioritize",
+        "bindVerb": "bind",
+        "weight": 1,
+        "nodeCacheCapable": True,
+        "httpTimeout": "5s",
+        "ignorable": False,
+        "enableHTTPS": True,
+        "tlsConfig": {
+            "serverName": f"{SCHEDULER}.{NAMESPACE}.svc",
+            "caData": extender["tlsConfig"]["caData"],
+        },
+    }
+
+
+def test_a_batch_only_extender_manages_the_batch_resources(outcomes: dict[str, Outcome]) -> None:
+    extender = extender_of(release_of(outcomes, "scheduler-batch-only"))
+    assert extender["managedResources"] == [
+        {"name": "kubernetes.io/batch-cpu", "ignoredByScheduler": False},
+        {"name": "kubernetes.io/batch-memory", "ignoredByScheduler": False},
+    ]
+    assert extender["bindVerb"] == "bind"
+
+
+@pytest.mark.parametrize("scenario", GENERATED_CERTS)
+def test_ca_data_is_the_ca_that_signed_the_serving_certificate(
+    outcomes: dict[str, Outcome], scenario: str
+) -> None:
+    release = release_of(outcomes, scenario)
+    extender = extender_of_any(release)
+    ca = x509.load_pem_x509_certificate(ca_pem(extender))
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
+    volume, _ = mounted_secret(release)
+    secret = release.find("Secret", volume["secret"]["secretName"])
+    assert base64.b64decode(secret["data"]["ca.crt"]) == ca_pem(extender)
+    cert = load_pem(secret["data"]["tls.crt"])
+    cert.verify_directly_issued_by(ca)  # raises unless the CA signed it
+    service = str(urlsplit(extender["urlPrefix"]).hostname).split(".")[0]
+    domain = effective(SCENARIOS[scenario])["scheduler"]["certificates"]["clusterDomain"]
+    names = [
+        service,
+        f"{service}.{NAMESPACE}",
+        f"{service}.{NAMESPACE}.svc",  # tlsConfig.serverName
+        f"{service}.{NAMESPACE}.svc.{domain}",
+    ]
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.DNSName) == names
+    assert extender["tlsConfig"]["serverName"] in names
+    usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.SERVER_AUTH in usages
+    key = serialization.load_pem_private_key(base64.b64decode(secret["data"]["tls.key"]), None)
+    public = serialization.PublicFormat.SubjectPublicKeyInfo
+    encoding = serialization.Encoding.DER
+    assert key.public_key().public_bytes(encoding, public) == cert.public_key().public_bytes(
+        encoding, public
+    )
+    assert secret["metadata"]["annotations"]["koordinator-py.io/dns-names"] == ",".join(names)
+
+
+@dataclass
+class TLSEnd:
+    """One end of an in-memory TLS connection."""
+
+    tls: ssl.SSLObject
+    incoming: ssl.MemoryBIO
+    outgoing: ssl.MemoryBIO
+    done: bool = False
+
+
+def tls_end(context: ssl.SSLContext, server_side: bool, hostname: str | None = None) -> TLSEnd:
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_side=server_side, server_hostname=hostname)
+    return TLSEnd(tls, incoming, outgoing)
+
+
+def handshake(client: TLSEnd, server: TLSEnd) -> None:
+    """A TLS handshake between two in-memory ends; raises what either end refuses."""
+    for _ in range(10):
+        for end in (client, server):
+            if not end.done:
+                with contextlib.suppress(ssl.SSLWantReadError):
+                    end.tls.do_handshake()
+                    end.done = True
+        server.incoming.write(client.outgoing.read())
+        client.incoming.write(server.outgoing.read())
+        if client.done and server.done:
+            return
+    raise AssertionError("the handshake did not finish")
+
+
+def test_kube_scheduler_would_trust_the_extenders_certificate(
+    default: helm.Release, tmp_path: Path
+) -> None:
+    """A client set up from the extender's tlsConfig (caData, serverName), as kube-scheduler
+    sets up its transport, completes a TLS handshake with a server that has the Secret's
+    tls.crt and tls.key; under another name it refuses the certificate."""
+    volume, _ = mounted_secret(default)
+    secret = default.find("Secret", volume["secret"]["secretName"])
+    for name in ("tls.crt", "tls.key"):
+        (tmp_path / name).write_bytes(base64.b64decode(secret["data"][name]))
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+    extender = extender_of(default)
+    client_context = ssl.create_default_context(cadata=ca_pem(extender).decode())
+    server_name = extender["tlsConfig"]["serverName"]
+    handshake(tls_end(client_context, False, server_name), tls_end(server_context, True))
+    with pytest.raises(ssl.SSLCertVerificationError):
+        elsewhere = f"elsewhere.{NAMESPACE}.svc"
+        handshake(tls_end(client_context, False, elsewhere), tls_end(server_context, True))
+
+
+def test_an_existing_secret_and_its_ca_replace_the_generated_pair(
+    outcomes: dict[str, Outcome],
+) -> None:
+    release = release_of(outcomes, "existing-secret")
+    assert not scheduler_objects(release, "Secret")
+    volume, _ = mounted_secret(release)
+    assert volume["secret"]["secretName"] == "koord-scheduler-tls"
+    assert ca_pem(extender_of(release)).decode() == EXISTING_CA_PEM
+
+
+@pytest.fixture(scope="module")
+def edge_cases() -> dict[str, helm.Release]:
+    """Values that only render, or fail, in one way each; the upgrades run without the manager
+    (whose generated pair changes on every upgrade, which the fake cluster refuses to patch)."""
+    existing = {"existingSecret": "koord-scheduler-tls"}
+    encoded = base64.b64encode(EXISTING_CA_PEM.encode()).decode()
+    no_manager = {"manager": {"enabled": False}}
+    cases: dict[str, helm.Render] = {
+        "base64-ca": helm.Render(
+            helm.CHART, {"scheduler": {"certificates": {**existing, "caBundle": encoded}}}
+        ),
+        "no-ca": helm.Render(helm.CHART, {"scheduler": {"certificates": existing}}),
+        "no-weight": helm.Render(helm.CHART, {"scheduler": {"extender": {"weight": 0}}}),
+        "upgraded": helm.Render(helm.CHART, no_manager, upgrades=(no_manager,)),
+        "renamed": helm.Render(
+            helm.CHART,
+            no_manager,
+            upgrades=({**no_manager, "scheduler": {"certificates": {"clusterDomain": "x.y"}}},),
+        ),
+    }
+    results = helm.run(*cases.values())
+    assert all(isinstance(r, helm.Release) for r in results)
+    return dict(zip(cases, cast(list[helm.Release], results), strict=True))
+
+
+def test_a_base64_ca_bundle_is_taken_as_is(edge_cases: dict[str, helm.Release]) -> None:
+    release = edge_cases["base64-ca"]
+    assert not release.error
+    assert ca_pem(extender_of(release)).decode() == EXISTING_CA_PEM
+
+
+def test_an_existing_secret_without_its_ca_is_refused(edge_cases: dict[str, helm.Release]) -> None:
+    assert "scheduler.certificates.caBundle" in edge_cases["no-ca"].error
+
+
+def test_an_extender_without_weight_is_refused(edge_cases: dict[str, helm.Release]) -> None:
+    assert "scheduler.extender.weight" in edge_cases["no-weight"].error
+
+
+def test_an_upgrade_keeps_the_certificate_kube_scheduler_trusts(
+    edge_cases: dict[str, helm.Release],
+) -> None:
+    """kube-scheduler has the CA in its own configuration: an upgrade must not change it. The
+    fake cluster refuses PATCH, so the upgrade succeeding shows nothing changed."""
+    release = edge_cases["upgraded"]
+    assert not release.error
+    installed, upgraded = release.revisions
+    for kind in ("Secret", "ConfigMap"):
+        before = [o for o in installed if o["kind"] == kind]
+        assert before and before == [o for o in upgraded if o["kind"] == kind]
+
+
+def test_new_dns_names_get_a_new_certificate(edge_cases: dict[str, helm.Release]) -> None:
+    """With other names the kept pair would not do: the upgrade generates a new one (and the
+    fake cluster refuses the patch that would store it)."""
+    release = edge_cases["renamed"]
+    assert len(release.revisions) == 1
+    assert f"{SCHEDULER}-tls" in release.error and "PATCH is not served" in release.error
+
+
+# -- without the scheduler, and the notes ------------------------------------------------------
+
+
+def test_a_disabled_scheduler_leaves_nothing_of_its_own(outcomes: dict[str, Outcome]) -> None:
+    release = release_of(outcomes, "scheduler-disabled")
+    assert not scheduler_objects(release)
+    assert [d["metadata"]["name"] for d in release.all("Deployment")] == [
+        "koordinator-koordinator-py-manager"
+    ]
+    assert "koord-scheduler" not in release.notes
+    assert not [c for c in release.all("ClusterRole") if c["metadata"]["name"] == SCHEDULER]
+
+
+def test_notes_say_how_to_use_the_extender(default: helm.Release) -> None:
+    notes = default.notes
+    assert f"deployment/{SCHEDULER}" in notes
+    assert f"get configmap {KUBE_SCHEDULER_CONFIG}" in notes
+    assert r"{.data.kube-scheduler-config\.yaml}" in notes
+    assert "--config=" in notes and "extenders" in notes
+    assert f"{SCHEDULER}.{NAMESPACE}.svc" in notes
