@@ -58,3 +58,19 @@ def test_a_profile_turns_a_pod_into_batch(kind_cluster: Any, tmp_path: Any) -> N
     assert pod["metadata"]["labels"]["koordinator.sh/qosClass"] == "BE"
     requests = pod["spec"]["containers"][0]["resources"]["requests"]
     assert requests["kubernetes.io/batch-cpu"] == "500"
+
+
+def test_the_extender_answers_through_its_service(kind_cluster: Any) -> None:
+    """koord-scheduler's replicas are ready and its Service answers over HTTPS (what
+    kube-scheduler dials once the rendered KubeSchedulerConfiguration is merged)."""
+    service = "koordinator-koordinator-py-scheduler"
+    kind_cluster.kubectl(
+        "-n", "koordinator-system", "rollout", "status", f"deployment/{service}", "--timeout=180s"
+    )
+    path = f"/api/v1/namespaces/koordinator-system/services/https:{service}:443/proxy/healthz"
+    assert wait_for(lambda: kind_cluster.kubectl("get", "--raw", path).strip() == "ok")
+    config = kubectl_json(
+        kind_cluster, "-n", "koordinator-system", "get", "configmap",
+        "koordinator-koordinator-py-kube-scheduler-config",
+    )  # fmt: skip
+    assert "filterVerb: filter" in config["data"]["kube-scheduler-config.yaml"]
