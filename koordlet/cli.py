@@ -65,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="NodeSLO spec (YAML or JSON) with optional node inputs; reloaded on change",
     )
+    p.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig file for cluster mode (default: in-cluster credentials when present; "
+        "standalone when neither, or with --node-slo-file)",
+    )
     p.add_argument("--collect-res-used-interval", default="1s", type=duration)
     p.add_argument("--psi-collector-interval", default="10s", type=duration)
     p.add_argument("--cpi-collector-interval", default="60s", type=duration)
@@ -148,6 +154,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         feature_gates=gates,
         metrics_addr=args.addr,
         node_slo_file=Path(args.node_slo_file) if args.node_slo_file else None,
+        kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
         disable_unset_cpu_quota=args.disable_unset_cpu_quota == "true",
         hami_core_library=args.hami_core_library_directory_path,
         collect_interval=args.collect_res_used_interval,

@@ -11,6 +11,8 @@ Subcommands:
                  mechanism, core scheduling, resctrl)
     install      put koordlet on this node: a systemd service (--systemd) or containerd's
                  pre-installed NRI plugin (--nri-plugin); turns NRI on in containerd's config
+    status       a node's chain: measured usage → NodeMetric → batch resources → NodeSLO →
+                 applied values (koordlet's view; the cluster part with --kubeconfig)
     doctor       check this node for koordlet: containerd's NRI settings and socket, koordlet's
                  registration, cgroups, kernel features, devices; a fix for each problem
 """
@@ -22,7 +24,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
+import socket
 import sys
 import time
 import urllib.error
@@ -274,6 +278,82 @@ def explain(args: argparse.Namespace) -> int:
         return 1
     print(json.dumps(data) if args.json else render_explain(data))
     return 0
+
+
+def read_cluster(node: str, kubeconfig: str | None) -> dict[str, Any]:
+    """The Node, its NodeMetric and NodeSLO from the API server (None for one that is absent)."""
+    from lightkube.resources.core_v1 import Node  # noqa: PLC0415 - only this command needs it
+
+    from manager.kube.client import KubeApi, build_client, is_not_found  # noqa: PLC0415
+    from manager.kube.resources import NodeMetric, NodeSLO  # noqa: PLC0415
+
+    async def read() -> dict[str, Any]:
+        api = KubeApi(build_client(kubeconfig))
+        found: dict[str, Any] = {}
+        for key, res in (("node", Node), ("nodeMetric", NodeMetric), ("nodeSLO", NodeSLO)):
+            try:
+                found[key] = await api.get(res, node)
+            except Exception as err:
+                if not is_not_found(err):
+                    raise
+                found[key] = None
+        return found
+
+    return asyncio.run(read())
+
+
+def has_cluster_credentials(kubeconfig: str | None) -> bool:
+    if kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return True
+    path = os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
+    return Path(path).is_file()
+
+
+def status(args: argparse.Namespace) -> int:
+    """The node's chain: usage → NodeMetric → batch resources → NodeSLO → applied values."""
+    from koordlet import chain  # noqa: PLC0415 - only this command needs it
+
+    local: dict[str, Any] = {}
+    local_error = None
+    try:
+        local["local_node"] = fetch(args.addr, "/api/v1/node")
+        local["local_pods"] = fetch(args.addr, "/api/v1/pods")
+        local["local_metric"] = fetch(args.addr, "/api/v1/nodemetric")
+    except KoordletUnreachable as err:
+        local_error = str(err)
+    node = args.node or (local.get("local_node") or {}).get("name") or socket.gethostname()
+    cluster, cluster_error = None, None
+    if has_cluster_credentials(args.kubeconfig):
+        try:
+            cluster = read_cluster(node, args.kubeconfig)
+        except Exception as err:
+            cluster_error = f"{type(err).__name__}: {err}"
+    report = chain.assemble(
+        node_name=node,
+        local_error=local_error,
+        cluster=cluster,
+        cluster_error=cluster_error,
+        **local,
+    )
+    print(json.dumps(report) if args.json else chain.render(report))
+    return 1 if local_error and cluster is None else 0
+
+
+def add_status_parser(sub: Any) -> None:
+    cmd = sub.add_parser(
+        "status",
+        help="a node's chain: usage, NodeMetric, batch resources, NodeSLO, applied values",
+        description="One node's chain from measured usage to applied values: koordlet's usage "
+        "and NodeMetric report, the API server's NodeMetric, the Node's batch and mid "
+        "resources with koord-manager's explanation, the NodeSLO's key settings, and the "
+        "values koordlet applied to BE pods. The cluster part needs --kubeconfig or "
+        "in-cluster credentials. Exits 1 when neither koordlet nor the API server answers.",
+    )
+    cmd.add_argument("--node", help="node name (default: koordlet's, else this host's)")
+    cmd.add_argument("--kubeconfig", help="default: in-cluster, $KUBECONFIG or ~/.kube/config")
+    cmd.add_argument("--addr", default=DEFAULT_ADDR, help="koordlet's --addr (default %(default)s)")
+    cmd.add_argument("--json", action="store_true", help="one JSON object")
+    cmd.set_defaults(func=status)
 
 
 def latency(us: float | None) -> str:
@@ -603,6 +683,7 @@ def build_parser() -> argparse.ArgumentParser:
     kern.add_argument("--json", action="store_true", help="one JSON object")
     kern.set_defaults(func=kernel)
     add_doctor_parser(sub)
+    add_status_parser(sub)
     return parser
 
 

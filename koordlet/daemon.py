@@ -15,6 +15,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,10 @@ from typing import Any
 from koordapi.errors import ModelError
 from koordapi.features import FeatureGates
 from koordlet.applying import Applier
+from koordlet.cluster import build_api, cluster_mode
+from koordlet.cluster.eviction import KubeApiEviction
+from koordlet.cluster.nodeconfig import NodeConfigInformer
+from koordlet.cluster.reporter import NodeMetricReporter
 from koordlet.collectors.base import Collector, CollectorRunner
 from koordlet.collectors.be import BECollector
 from koordlet.collectors.cpi import CPICollector
@@ -40,9 +45,10 @@ from koordlet.hookserver import HookServer
 from koordlet.inspect.exposition import SchedLatencyExposition
 from koordlet.inspect.schedlat import GATE as SCHED_LATENCY_GATE
 from koordlet.inspect.schedlat import SchedLatencyCollector
-from koordlet.kubeclient import KubeClient, KubeCredentials
+from koordlet.kubeclient import KubeCredentials
 from koordlet.metriccache import MetricCache
 from koordlet.metrics import HealthCollector, KoordletMetrics
+from koordlet.nodemetric import build_status
 from koordlet.qosmanager.audit import Action, AuditTrail
 from koordlet.qosmanager.cgreconcile import CgroupReconcile
 from koordlet.qosmanager.cpuburst import CPUBurst
@@ -57,11 +63,12 @@ from koordlet.qosmanager.sysconfig import SystemConfig
 from koordlet.reconciling import Reconciler
 from koordlet.sdnotify import notify, watchdog_interval
 from koordlet.server import StatusServer
-from koordlet.states.nodeconfig import NodeConfigAPI, NodeConfigFile
+from koordlet.states.nodeconfig import NodeConfigFile
 from koordlet.states.pods import PodStore
 from koordlet.states.snapshot import build_rules
 from koordlet.states.topology import detect_kernel, read_topology
 from koordlet.views import KoordletViews
+from manager.kube.client import KubeApi
 from nri_plugin import Stub
 from runtimehooks import HOOKS
 from runtimehooks.registry import FailurePolicy
@@ -70,6 +77,7 @@ from runtimehooks.rules import DEFAULT_HAMI_CORE_LIBRARY, Rules
 log = logging.getLogger(__name__)
 
 CONFIG_POLL_SECONDS = 2.0
+CLUSTER_SYNC_SECONDS = 5.0  # how long start-up waits for the NodeSLO and Node watches
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,7 @@ class Config:
     feature_gates: FeatureGates = field(default_factory=FeatureGates)
     metrics_addr: str = ":9316"
     node_slo_file: Path | None = None
+    kubeconfig: Path | None = None  # cluster mode: this, or in-cluster credentials
     disable_unset_cpu_quota: bool = False
     hami_core_library: str = DEFAULT_HAMI_CORE_LIBRARY
     collect_interval: float = 1.0  # --collect-res-used-interval
@@ -146,6 +155,12 @@ class Koordlet:
         self.resctrl = Resctrl(config.resctrl_root)
         self.topology = read_topology(config.sys_root, config.proc_root)
         self.kernel = detect_kernel(config.cgroup_root, self.resctrl)
+        # Cluster mode: no NodeSLO file, and a kubeconfig or in-cluster credentials.
+        self.kube: KubeApi | None = (
+            build_api(config.kubeconfig)
+            if cluster_mode(config.kubeconfig, config.node_slo_file)
+            else None
+        )
         self.node_config = self._node_config_source()
         self.node_config.reload_if_changed()
         self.pods = PodStore()
@@ -253,13 +268,11 @@ class Koordlet:
             found.append(self.schedlat)
         return found
 
-    def _node_config_source(self) -> NodeConfigFile | NodeConfigAPI:
-        """The NodeSLO file when given; else, inside a cluster, the NodeSLO and Node objects."""
-        if self.config.node_slo_file is None:
-            credentials = KubeCredentials.in_cluster()
-            if credentials is not None:
-                log.info("NodeSLO and node inputs from the API server %s", credentials.server)
-                return NodeConfigAPI(KubeClient(credentials), self.config.node_name)
+    def _node_config_source(self) -> NodeConfigFile | NodeConfigInformer:
+        """The NodeSLO file when given; in cluster mode the NodeSLO and Node objects, watched."""
+        if self.kube is not None:
+            log.info("cluster mode: NodeSLO and Node %s watched", self.config.node_name)
+            return NodeConfigInformer(self.kube, self.config.node_name)
         return NodeConfigFile(self.config.node_slo_file)
 
     def _strategies(self) -> list[Strategy]:
@@ -294,7 +307,12 @@ class Koordlet:
         ]
 
     def _eviction_backend(self) -> EvictionBackend:
-        """Stop containers through CRI, or with --only-evict-by-api ask the API server."""
+        """In cluster mode the Eviction API; standalone, stop containers through CRI, or with
+        --only-evict-by-api ask the API server with the in-cluster credentials."""
+        self.kube_eviction: KubeApiEviction | None = None
+        if self.kube is not None:
+            self.kube_eviction = KubeApiEviction(self.kube)
+            return EvictByAPI(self.kube_eviction)
         if not self.config.only_evict_by_api:
             return StopContainers(CRIRuntime(self.config.cri_socket))
         credentials = KubeCredentials.in_cluster()
@@ -324,6 +342,38 @@ class Koordlet:
 
     def _collector_health(self) -> dict[str, Any]:
         return {name: asdict(h) for name, h in self.collectors.health.items()}
+
+    def build_node_metric(self, aggregate_seconds: int, durations: Sequence[int]) -> dict[str, Any]:
+        """The NodeMetric status for the policy of the NodeMetric's spec (worker thread)."""
+        return build_status(
+            self.cache,
+            self.views.store,
+            self.views.clock(),
+            aggregate_seconds=aggregate_seconds,
+            durations=durations,
+        )
+
+    async def run_cluster(self) -> None:
+        """Cluster mode: the NodeSLO and Node watches and the NodeMetric status reporter."""
+        assert self.kube is not None
+        if self.kube_eviction is not None:
+            self.kube_eviction.bind(asyncio.get_running_loop())
+        reporter = NodeMetricReporter(
+            self.kube,
+            self.config.node_name,
+            self.build_node_metric,
+            fallback_interval=self.config.node_metric_interval,
+        )
+        tasks = [asyncio.create_task(reporter.run())]
+        if isinstance(self.node_config, NodeConfigInformer):
+            tasks.append(asyncio.create_task(self.node_config.run()))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*tasks, return_exceptions=True)
 
     async def report_node_metric(self) -> None:
         """Write the NodeMetric report (standalone mode's stand-in for the custom resource)."""
@@ -448,11 +498,19 @@ class Koordlet:
         # Collectors run in worker threads; a short GIL switch interval lets the event loop
         # (the NRI requests, which containerd waits for) take over from them quickly.
         sys.setswitchinterval(0.0005)
+        cluster = asyncio.create_task(self.run_cluster()) if self.kube is not None else None
+        if isinstance(self.node_config, NodeConfigInformer):
+            # The first NodeSLO and Node before the hooks start, unless the API is slow.
+            try:
+                async with asyncio.timeout(CLUSTER_SYNC_SECONDS):
+                    await self.node_config.wait_synced()
+            except TimeoutError:
+                log.warning("NodeSLO and Node not listed yet: starting with the defaults")
         tasks = [
             asyncio.create_task(self.reconciler.run()),
             asyncio.create_task(self.watch_config()),
             asyncio.create_task(self.collectors.run()),
-            asyncio.create_task(self.report_node_metric()),
+            cluster or asyncio.create_task(self.report_node_metric()),
             asyncio.create_task(self.expire_metrics()),
             asyncio.create_task(self.qos.run()),
             asyncio.create_task(self.serve_status()),
@@ -493,3 +551,5 @@ class Koordlet:
         if self.schedlat is not None:
             self.schedlat.close()
         self.cache.close()
+        if self.kube is not None:
+            await self.kube.client.close()

@@ -185,8 +185,11 @@ class _WatchStream(httpx2.AsyncByteStream):
                 timeout = self.watcher.deadline - loop.time()
                 if timeout <= 0:
                     return  # the server ends the watch at timeoutSeconds
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation
+            # that arrives together with an item, and the watch would never stop.
             try:
-                item = await asyncio.wait_for(self.watcher.queue.get(), timeout)
+                async with asyncio.timeout(timeout):
+                    item = await self.watcher.queue.get()
             except TimeoutError:
                 return
             if item is None:
