@@ -74,3 +74,59 @@ def test_the_extender_answers_through_its_service(kind_cluster: Any) -> None:
         "koordinator-koordinator-py-kube-scheduler-config",
     )  # fmt: skip
     assert "filterVerb: filter" in config["data"]["kube-scheduler-config.yaml"]
+
+
+LS_DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web, koordinator.sh/qosClass: LS}}
+    spec:
+      containers:
+        - name: web
+          image: busybox
+          command: ["sh", "-c", "while :; do :; done"]
+          resources: {requests: {cpu: 500m, memory: 64Mi}, limits: {cpu: "1", memory: 64Mi}}
+"""
+
+
+def test_the_story_batch_resources_appear_be_pods_get_batch_values(
+    kind_cluster: Any, tmp_path: Any
+) -> None:
+    """koordlet reports, the manager publishes batch resources, a BE job admitted through a
+    profile runs on them with batch values in its cgroups (read through koordlet's API)."""
+    nodes = kubectl_json(kind_cluster, "get", "nodes")["items"]
+    name = nodes[0]["metadata"]["name"]
+
+    def batch_cpu() -> Any:
+        node = kubectl_json(kind_cluster, "get", "node", name)
+        return node["status"]["allocatable"].get("kubernetes.io/batch-cpu")
+
+    assert wait_for(batch_cpu, timeout=300)  # koordlet reported; the manager wrote it
+    manifest = tmp_path / "ls.yaml"
+    manifest.write_text(LS_DEPLOYMENT)
+    kind_cluster.kubectl("apply", "-f", str(manifest))
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(MANIFEST_PROFILE)
+    kind_cluster.kubectl("apply", "-f", str(profile))
+    kind_cluster.kubectl("create", "namespace", "story")
+    kind_cluster.kubectl("label", "namespace", "story", "koordinator.sh/enable-colocation=true")
+    kind_cluster.kubectl(
+        "-n", "story", "create", "job", "batch", "--image=busybox", "--", "sh", "-c",
+        "while :; do :; done",
+    )  # fmt: skip
+    pod = wait_for(
+        lambda: (kubectl_json(kind_cluster, "-n", "story", "get", "pods")["items"] or [None])[0]
+    )
+    assert pod["metadata"]["labels"]["koordinator.sh/qosClass"] == "BE"
+    status = wait_for(
+        lambda: "batch resources" in kind_cluster.kubectl(
+            "-n", "koordinator-system", "exec", "ds/koordinator-koordinator-py-koordlet", "--",
+            "koordctl", "status",
+        )
+    )  # fmt: skip
+    assert status

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
@@ -16,9 +17,11 @@ import yaml
 from koordapi.features import DEFAULTS as FEATURE_GATES
 from koordapi.nodeslo import NodeSLOSpec
 from koordlet.cli import build_parser, config_from_args
-from koordlet.executor.kubeapi import EvictionAPI
-from koordlet.kubeclient import KubeClient, KubeCredentials
-from koordlet.states.nodeconfig import NodeConfigAPI
+from koordlet.cluster import cancel_and_wait
+from koordlet.cluster.eviction import KubeApiEviction
+from koordlet.cluster.nodeconfig import NodeConfigInformer
+from koordlet.cluster.reporter import NodeMetricReporter
+from manager.testing import FakeKubeAPI
 from tests.unit.charts import helm
 from tests.unit.charts.conftest import (
     CUSTOM_NODE_SELECTOR,
@@ -61,7 +64,7 @@ KOORDLET_RULES = [
     {
         "apiGroups": ["slo.koordinator.sh"],
         "resources": ["nodemetrics", "nodemetrics/status"],
-        "verbs": ["get", "create", "update", "patch"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch"],
     },
 ]
 
@@ -286,29 +289,41 @@ def test_rbac_is_exactly_what_koordlet_reads_and_writes(outcomes: dict[str, Outc
     assert pod["serviceAccountName"] == account["metadata"]["name"]
 
 
-class RecordingClient:
-    """Stands in for KubeClient: records each request, answers with an empty object."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, str]] = []
-
-    def request(self, method: str, path: str, body: Any = None) -> Any:
-        self.requests.append((method, path))
-        return {}
-
-
-def permission(method: str, path: str) -> tuple[str, str, str]:
-    """(API group, resource[/subresource], verb) of a request, as RBAC sees it."""
+def permission(verb: str, path: str) -> tuple[str, str, str]:
+    """(API group, resource[/subresource], verb) of a recorded request, as RBAC sees it."""
     parts = path.strip("/").split("/")
     group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
     if rest[0] == "namespaces" and len(rest) > 2:
         rest = rest[2:]
-    resource = "/".join([rest[0], *rest[2:3]])
-    named = len(rest) > 1
-    verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(
-        method, "get" if named else "list"
-    )
-    return group, resource, verb
+    return group, "/".join([rest[0], *rest[2:3]]), verb
+
+
+def koordlet_calls() -> list[tuple[str, str]]:
+    """(verb, path) of every request koordlet makes in a cluster: its NodeSLO and Node
+    watched, its NodeMetric watched and its status reported (created when missing), an
+    eviction; recorded by the in-process fake API server."""
+
+    async def scenario() -> list[tuple[str, str]]:
+        fake = FakeKubeAPI()
+        fake.seed({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}})
+        api = fake.kube_api()
+        config = NodeConfigInformer(api, "node-1")
+        reporter = NodeMetricReporter(
+            api, "node-1", lambda *_: {"nodeMetric": {}}, fallback_interval=0.05, min_interval=0
+        )
+        tasks = [asyncio.create_task(config.run()), asyncio.create_task(reporter.run())]
+        deadline = asyncio.get_running_loop().time() + 10
+        while reporter.reports < 2 and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+        eviction = KubeApiEviction(api)
+        await eviction.evict_async("default", "batch-0", "uid-1")
+        await cancel_and_wait(*tasks)
+        assert reporter.reports >= 2 and reporter.created
+        # A route the fake does not serve (pods/eviction) is recorded without a verb.
+        writes = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+        return [(r.verb or writes.get(r.method, "get"), r.path) for r in fake.requests]
+
+    return asyncio.run(scenario())
 
 
 def test_rbac_allows_every_call_koordlet_makes(default: helm.Release) -> None:
@@ -319,14 +334,12 @@ def test_rbac_allows_every_call_koordlet_makes(default: helm.Release) -> None:
         for resource in rule["resources"]
         for verb in rule["verbs"]
     }
-    client = RecordingClient()
-    NodeConfigAPI(cast(KubeClient, client), "node-1").reload_if_changed(now=0.0)
-    eviction = EvictionAPI(KubeCredentials("https://127.0.0.1:6443"))
-    eviction.client = cast(KubeClient, client)
-    eviction.evict("default", "batch-0", "uid-1")
-    assert len(client.requests) == 3
-    for method, path in client.requests:
-        assert permission(method, path) in allowed, f"{method} {path} is not allowed"
+    calls = koordlet_calls()
+    made = {permission(verb, path) for verb, path in calls}
+    assert ("slo.koordinator.sh", "nodemetrics/status", "patch") in made
+    assert ("", "pods/eviction", "create") in made
+    for verb, path in calls:
+        assert permission(verb, path) in allowed, f"{verb} {path} is not allowed"
 
 
 def test_bring_your_own_account_and_rbac(outcomes: dict[str, Outcome]) -> None:
