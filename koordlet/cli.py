@@ -131,6 +131,38 @@ def build_parser() -> argparse.ArgumentParser:
         default="containerd/containerd.sock",
         help="CRI socket for evictions, relative to --var-run-root-dir (default %(default)s)",
     )
+    k = p.add_argument_group("kubelet (cluster mode)")
+    k.add_argument(
+        "--kubelet-preferred-address-type",
+        default="InternalIP",
+        help="the Node address used to reach the kubelet (default %(default)s)",
+    )
+    k.add_argument(
+        "--kubelet-sync-interval",
+        default="10s",
+        type=duration,
+        help="how often the kubelet's pods are listed; 0 turns the list off",
+    )
+    k.add_argument(
+        "--kubelet-sync-timeout", default="3s", type=duration, help="one kubelet request's limit"
+    )
+    k.add_argument(
+        "--kubelet-insecure-tls",
+        default="false",
+        choices=["true", "false"],
+        help="plain HTTP on the kubelet's read-only port instead of HTTPS with the token",
+    )
+    k.add_argument(
+        "--kubelet-read-only-port",
+        default=10255,
+        type=int,
+        help="the kubelet's read-only port; 0: the authenticated port (default %(default)s)",
+    )
+    k.add_argument(
+        "--kubelet-ca-file",
+        default="",
+        help="CA of the kubelet's serving certificate; empty: not verified, as in Koordinator",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -178,6 +210,12 @@ def config_from_args(args: argparse.Namespace) -> Config:
         only_evict_by_api=args.only_evict_by_api == "true",
         containerd_endpoint=args.containerd_endpoint,
         resource_force_update_seconds=args.resource_force_update_seconds,
+        kubelet_preferred_address_type=args.kubelet_preferred_address_type,
+        kubelet_sync_interval=args.kubelet_sync_interval,
+        kubelet_sync_timeout=args.kubelet_sync_timeout,
+        kubelet_insecure_tls=args.kubelet_insecure_tls == "true",
+        kubelet_read_only_port=args.kubelet_read_only_port,
+        kubelet_ca_file=Path(args.kubelet_ca_file) if args.kubelet_ca_file else None,
     )
 
 

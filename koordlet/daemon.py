@@ -25,6 +25,12 @@ from koordapi.features import FeatureGates
 from koordlet.applying import Applier
 from koordlet.cluster import build_api, cluster_mode
 from koordlet.cluster.eviction import KubeApiEviction
+from koordlet.cluster.kubelet import (
+    KubeletClient,
+    KubeletEndpoint,
+    KubeletPodSync,
+    resolve_endpoint,
+)
 from koordlet.cluster.nodeconfig import NodeConfigInformer
 from koordlet.cluster.reporter import NodeMetricReporter
 from koordlet.collectors.base import Collector, CollectorRunner
@@ -124,6 +130,13 @@ class Config:
     only_evict_by_api: bool = False
     resource_force_update_seconds: float = 60.0
     containerd_endpoint: str = "containerd/containerd.sock"  # relative to var_run_root
+    # The kubelet's pod list in cluster mode (Koordinator's statesinformer flags and defaults)
+    kubelet_preferred_address_type: str = "InternalIP"
+    kubelet_sync_interval: float = 10.0  # 0 or less: do not list the kubelet's pods
+    kubelet_sync_timeout: float = 3.0
+    kubelet_insecure_tls: bool = False  # plain HTTP on the read-only port
+    kubelet_read_only_port: int = 10255
+    kubelet_ca_file: Path | None = None  # ours; None: the serving cert is not verified
 
     @property
     def nri_socket(self) -> Path:
@@ -367,6 +380,8 @@ class Koordlet:
         tasks = [asyncio.create_task(reporter.run())]
         if isinstance(self.node_config, NodeConfigInformer):
             tasks.append(asyncio.create_task(self.node_config.run()))
+            if self.config.kubelet_sync_interval > 0:
+                tasks.append(asyncio.create_task(self._kubelet_sync(self.node_config).run()))
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -374,6 +389,29 @@ class Koordlet:
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _kubelet_sync(self, informer: NodeConfigInformer) -> KubeletPodSync:
+        """Pods from the kubelet, for those NRI did not report (cluster mode)."""
+        c = self.config
+
+        def endpoint() -> KubeletEndpoint:
+            node = informer.nodes.get(c.node_name) or {}
+            return resolve_endpoint(
+                node,
+                preferred_address_type=c.kubelet_preferred_address_type,
+                insecure_tls=c.kubelet_insecure_tls,
+                read_only_port=c.kubelet_read_only_port,
+            )
+
+        client = KubeletClient(endpoint, timeout=c.kubelet_sync_timeout, ca_file=c.kubelet_ca_file)
+        self.kubelet_sync = KubeletPodSync(
+            self.pods,
+            client.get_pods,
+            interval=c.kubelet_sync_interval,
+            cgroup_root=c.cgroup_root,
+            on_change=self.reconciler.wake,
+        )
+        return self.kubelet_sync
 
     async def report_node_metric(self) -> None:
         """Write the NodeMetric report (standalone mode's stand-in for the custom resource)."""

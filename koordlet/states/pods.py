@@ -167,6 +167,28 @@ class PodStore:
         if known is not None and known.containers.pop(container_id, None) is not None:
             self.generation += 1
 
+    def entries(self) -> list[tuple[str, KnownPod]]:
+        """The known pods with their keys (sandbox ids, or another source's own keys)."""
+        return list(self._pods.items())
+
+    def put_known(self, pod_id: str, known: KnownPod) -> None:
+        """Record a pod learned from elsewhere than NRI (the kubelet) under ``pod_id``."""
+        before = self._pods.get(pod_id)
+        had = before is not None and keys.ANNOTATION_RESOURCE_STATUS in before.request.annotations
+        if had != (keys.ANNOTATION_RESOURCE_STATUS in known.request.annotations):
+            self.pinned_generation += 1
+        self._pods[pod_id] = known
+        self.generation += 1
+
+    def put_container_request(self, pod_id: str, request: ContainerRequest) -> bool:
+        """Add a container to a known pod; False when the pod is not known."""
+        known = self._pods.get(pod_id)
+        if known is None:
+            return False
+        known.containers[request.id] = request
+        self.generation += 1
+        return True
+
     def replace_all(self, pods: list[api.PodSandbox], containers: list[api.Container]) -> None:
         """Start over from a Synchronize: exactly these pods and their containers that have
         not stopped."""

@@ -54,6 +54,7 @@ EBPF_MOUNTS = {
 
 KOORDLET_RULES = [
     {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     {
@@ -340,6 +341,8 @@ def test_rbac_allows_every_call_koordlet_makes(default: helm.Release) -> None:
     assert ("", "pods/eviction", "create") in made
     for verb, path in calls:
         assert permission(verb, path) in allowed, f"{verb} {path} is not allowed"
+    # The kubelet authorizes GET /pods/ on its authenticated port as nodes/proxy get.
+    assert ("", "nodes/proxy", "get") in allowed
 
 
 def test_bring_your_own_account_and_rbac(outcomes: dict[str, Outcome]) -> None:

@@ -1,0 +1,331 @@
+"""The kubelet's pod list reconciled with the pods NRI reported, against a fake kubelet."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+
+from koordapi.qos import KubeQoS, QoSClass
+from koordlet.cli import build_parser, config_from_args
+from koordlet.cluster.kubelet import (
+    KEY_PREFIX,
+    KubeletClient,
+    KubeletEndpoint,
+    KubeletError,
+    KubeletPodSync,
+    resolve_endpoint,
+)
+from koordlet.states.pods import PodStore
+from nri_plugin import api
+
+UID_BE = "11111111-aaaa-bbbb-cccc-000000000001"
+UID_LS = "11111111-aaaa-bbbb-cccc-000000000002"
+UID_NRI = "11111111-aaaa-bbbb-cccc-000000000003"
+
+
+def pod(
+    uid: str,
+    name: str,
+    qos: str,
+    containers: dict[str, str],
+    *,
+    labels: dict[str, str] | None = None,
+    resources: dict[str, Any] | None = None,
+    phase: str = "Running",
+) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "uid": uid,
+            "name": name,
+            "namespace": "default",
+            "labels": labels or {},
+            "annotations": {"a": "b"},
+        },
+        "spec": {
+            "priority": 5500,
+            "containers": [{"name": n, "resources": resources or {}} for n in containers],
+        },
+        "status": {
+            "phase": phase,
+            "qosClass": qos,
+            "containerStatuses": [
+                {"name": n, "containerID": f"containerd://{cid}", "state": {"running": {}}}
+                for n, cid in containers.items()
+            ],
+        },
+    }
+
+
+BE_POD = pod(
+    UID_BE,
+    "batch",
+    "BestEffort",
+    {"job": "c-be"},
+    labels={"koordinator.sh/qosClass": "BE"},
+)
+LS_POD = pod(
+    UID_LS,
+    "web",
+    "Burstable",
+    {"app": "c-ls"},
+    resources={"requests": {"cpu": "500m"}, "limits": {"cpu": "2", "memory": "1Gi"}},
+)
+NRI_POD = pod(UID_NRI, "known", "Burstable", {"app": "c-n1", "sidecar": "c-n2"})
+
+
+class FakeKubelet:
+    """Serves ``self.reply`` at /pods/; records the requests' headers."""
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self.reply: Any = {"kind": "PodList", "items": []}
+        self.status = 200
+        self.delay = 0.0
+        self.headers: list[dict[str, str]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                fake.headers.append(dict(self.headers))
+                if fake.delay:
+                    time.sleep(fake.delay)
+                body = fake.reply if isinstance(fake.reply, bytes) else json.dumps(fake.reply)
+                data = body if isinstance(body, bytes) else body.encode()
+                self.send_response(fake.status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def kubelet() -> Iterator[FakeKubelet]:
+    server = FakeKubelet()
+    yield server
+    server.close()
+
+
+def node(port: int, *, https_port: int = 10250) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "n1"},
+        "status": {
+            "addresses": [
+                {"type": "Hostname", "address": "n1"},
+                {"type": "InternalIP", "address": "127.0.0.1"},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": https_port}},
+        },
+    }
+
+
+def http_sync(
+    store: PodStore, server: FakeKubelet, *, systemd: bool = False, timeout: float = 2.0
+) -> KubeletPodSync:
+    client = KubeletClient(
+        lambda: resolve_endpoint(node(server.port), insecure_tls=True, read_only_port=server.port),
+        timeout=timeout,
+        token_file=None,
+    )
+    return KubeletPodSync(store, client.get_pods, systemd=systemd)
+
+
+def nri_pod(store: PodStore) -> None:
+    sandbox = api.PodSandbox(
+        id="sandbox-3",
+        uid=UID_NRI,
+        name="known",
+        namespace="default",
+        linux=api.LinuxPodSandbox(cgroup_parent=f"/kubepods/burstable/pod{UID_NRI}"),
+    )
+    container = api.Container(
+        id="c-n1",
+        pod_sandbox_id="sandbox-3",
+        name="app",
+        linux=api.LinuxContainer(cgroups_path=f"/kubepods/burstable/pod{UID_NRI}/c-n1"),
+    )
+    store.put_container(sandbox, container)
+
+
+def test_unknown_pods_are_added_with_cgroup_dirs_and_qos(kubelet: FakeKubelet) -> None:
+    kubelet.reply = {"items": [BE_POD, LS_POD]}
+    store = PodStore()
+    sync = http_sync(store, kubelet)
+    result = asyncio.run(sync.sync_once())
+    assert result is not None and (result.added, result.enriched, result.removed) == (2, 0, 0)
+    be = store.pod(KEY_PREFIX + UID_BE)
+    ls = store.pod(KEY_PREFIX + UID_LS)
+    assert be is not None and ls is not None
+    assert be.request.cgroup_dir == f"kubepods/besteffort/pod{UID_BE}"
+    assert be.request.qos is QoSClass.BE and be.request.kube_qos is KubeQoS.BESTEFFORT
+    assert be.containers["c-be"].cgroup_dir == f"kubepods/besteffort/pod{UID_BE}/c-be"
+    assert ls.request.kube_qos is KubeQoS.BURSTABLE and ls.request.annotations == {"a": "b"}
+    res = ls.containers["c-ls"].resources
+    assert (res.cpu_shares, res.cpu_quota, res.memory_limit) == (512, 200_000, 1 << 30)
+    # the same list again changes nothing
+    again = asyncio.run(sync.sync_once())
+    assert again is not None and (again.added, again.removed) == (0, 0)
+    assert len(store) == 2
+
+
+def test_systemd_layout() -> None:
+    store = PodStore()
+    sync = KubeletPodSync(store, lambda: [LS_POD, BE_POD], systemd=True)
+    sync.reconcile([LS_POD, BE_POD])
+    ls = store.pod(KEY_PREFIX + UID_LS)
+    assert ls is not None
+    slice_ = f"kubepods-burstable-pod{UID_LS.replace('-', '_')}.slice"
+    assert ls.request.cgroup_dir == f"kubepods.slice/kubepods-burstable.slice/{slice_}"
+    assert ls.containers["c-ls"].cgroup_dir.endswith(f"{slice_}/cri-containerd-c-ls.scope")
+    assert ls.request.kube_qos is KubeQoS.BURSTABLE
+
+
+def test_known_pod_is_enriched_not_duplicated(kubelet: FakeKubelet) -> None:
+    store = PodStore()
+    nri_pod(store)
+    kubelet.reply = {"items": [NRI_POD]}
+    sync = http_sync(store, kubelet)
+    result = asyncio.run(sync.sync_once())
+    assert result is not None and (result.added, result.enriched) == (0, 1)
+    assert len(store) == 1
+    known = store.pod("sandbox-3")
+    assert known is not None and set(known.containers) == {"c-n1", "c-n2"}
+    assert known.containers["c-n2"].cgroup_dir == f"kubepods/burstable/pod{UID_NRI}/c-n2"
+    # NRI's own container keeps NRI's data
+    assert known.containers["c-n1"].resources.cpu_shares is None
+    again = asyncio.run(sync.sync_once())
+    assert again is not None and again.enriched == 0
+
+
+def test_pod_reported_by_nri_later_replaces_the_kubelet_entry() -> None:
+    store = PodStore()
+    sync = KubeletPodSync(store, list, systemd=False)
+    sync.reconcile([NRI_POD])
+    assert store.pod(KEY_PREFIX + UID_NRI) is not None
+    nri_pod(store)
+    result = sync.reconcile([NRI_POD])
+    assert store.pod(KEY_PREFIX + UID_NRI) is None and len(store) == 1
+    assert result.removed == 0 and result.enriched == 1
+
+
+def test_disappearing_pod_removed_only_when_kubelet_only(kubelet: FakeKubelet) -> None:
+    store = PodStore()
+    nri_pod(store)
+    kubelet.reply = {"items": [NRI_POD, BE_POD, LS_POD]}
+    sync = http_sync(store, kubelet)
+    asyncio.run(sync.sync_once())
+    assert len(store) == 3
+    kubelet.reply = {"items": [LS_POD]}  # BE and the NRI pod are gone from the kubelet
+    result = asyncio.run(sync.sync_once())
+    assert result is not None and result.removed == 1
+    assert store.pod(KEY_PREFIX + UID_BE) is None
+    known = store.pod("sandbox-3")
+    assert known is not None  # NRI decides about its pods
+    assert set(known.containers) == {"c-n1"}  # the container only the kubelet reported left
+    finished = dict(LS_POD, status=dict(LS_POD["status"], phase="Succeeded"))
+    kubelet.reply = {"items": [finished]}
+    result = asyncio.run(sync.sync_once())
+    assert result is not None and result.removed == 1
+    assert sync.totals.removed == 2 and sync.totals.added == 2
+
+
+@pytest.mark.parametrize("failure", ["500", "garbage", "timeout", "empty"])
+def test_failure_keeps_the_last_good_list_and_logs_once(
+    kubelet: FakeKubelet, failure: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    kubelet.reply = {"items": [BE_POD]}
+    store = PodStore()
+    sync = http_sync(store, kubelet, timeout=0.3)
+    asyncio.run(sync.sync_once())
+    if failure == "500":
+        kubelet.status = 500
+    elif failure == "garbage":
+        kubelet.reply = b"{not json"
+    elif failure == "timeout":
+        kubelet.delay = 0.6
+    else:
+        kubelet.reply = {"items": []}
+    with caplog.at_level(logging.WARNING, logger="koordlet.cluster.kubelet"):
+        assert asyncio.run(sync.sync_once()) is None
+        assert asyncio.run(sync.sync_once()) is None
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert sync.failures == 2 and sync.last_pods == [BE_POD]
+    assert store.pod(KEY_PREFIX + UID_BE) is not None  # nothing removed
+    kubelet.status, kubelet.delay, kubelet.reply = 200, 0.0, {"items": [BE_POD]}
+    assert asyncio.run(sync.sync_once()) is not None and sync.last_error is None
+
+
+def test_read_only_port_zero_uses_the_authenticated_port_with_the_token(
+    tmp_path: Path,
+) -> None:
+    ca = trustme.CA()
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_tls)
+    kubelet = FakeKubelet(tls=server_tls)
+    try:
+        kubelet.reply = {"items": [BE_POD]}
+        token = tmp_path / "token"
+        token.write_text("sa-token\n")
+        endpoint = resolve_endpoint(
+            node(0, https_port=kubelet.port), insecure_tls=True, read_only_port=0
+        )
+        assert endpoint == KubeletEndpoint("https", "127.0.0.1", kubelet.port)
+        # Koordinator's default: the serving certificate is not verified (self-signed here)
+        pods = KubeletClient(lambda: endpoint, token_file=token).get_pods()
+        assert [p["metadata"]["uid"] for p in pods] == [UID_BE]
+        assert kubelet.headers[-1]["Authorization"] == "Bearer sa-token"
+        ca_file = tmp_path / "ca.pem"
+        ca.cert_pem.write_to_path(str(ca_file))
+        verified = KubeletClient(lambda: endpoint, token_file=token, ca_file=ca_file)
+        assert len(verified.get_pods()) == 1
+    finally:
+        kubelet.close()
+
+
+def test_endpoint_choice() -> None:
+    n = node(0, https_port=10250)
+    assert resolve_endpoint(n).pods_url == "https://127.0.0.1:10250/pods/"
+    assert resolve_endpoint(n, insecure_tls=True).pods_url == "http://127.0.0.1:10255/pods/"
+    assert resolve_endpoint(n, preferred_address_type="Hostname").host == "n1"
+    with pytest.raises(KubeletError):
+        resolve_endpoint(n, preferred_address_type="ExternalIP")
+
+
+def test_flags_and_defaults() -> None:
+    config = config_from_args(build_parser().parse_args([]))
+    assert config.kubelet_sync_interval == 10.0 and config.kubelet_sync_timeout == 3.0
+    assert config.kubelet_read_only_port == 10255 and not config.kubelet_insecure_tls
+    assert config.kubelet_preferred_address_type == "InternalIP"
+    assert config.kubelet_ca_file is None
+    args = [
+        "--kubelet-insecure-tls=true",
+        "--kubelet-read-only-port=0",
+        "--kubelet-sync-interval=0",
+    ]
+    config = config_from_args(build_parser().parse_args(args))
+    assert config.kubelet_insecure_tls and config.kubelet_read_only_port == 0
+    assert config.kubelet_sync_interval == 0
