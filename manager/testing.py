@@ -215,6 +215,7 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
         self._history: list[_Event] = []
         self._watchers: set[_Watcher] = set()
         self._failures: list[_Failure] = []
+        self.blocked_evictions: set[str] = set()  # "namespace/name": a PDB says no (429)
 
     # -- clients -------------------------------------------------------------------------------
 
@@ -382,7 +383,7 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
             raise _not_found_path()
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
-        if sub == "binding" and kind.kind == "Pod":
+        if sub in ("binding", "eviction") and kind.kind == "Pod":
             return kind, namespace, name, sub
         if sub is not None and (sub != "status" or not kind.status):
             raise _not_found_path()
@@ -417,6 +418,9 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
         if verb == "create" and sub == "binding":
             assert name is not None
             return 201, self._bind((kind, namespace or "", name), _object_body(body))
+        if verb == "create" and sub == "eviction":
+            assert name is not None
+            return 201, self._evict((kind, namespace or "", name), _object_body(body))
         if verb == "create":
             return 201, self._create(kind, namespace, _object_body(body))
         assert name is not None
@@ -499,6 +503,28 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
             meta.pop(transient, None)
         self._fill_new_meta(kind, body)
         return self._store(kind, key, body, None)
+
+    def _evict(self, key: tuple[Kind, str, str], body: Object) -> Object:
+        """POST pods/NAME/eviction: 429 while a disruption budget blocks the pod (the test's
+        ``blocked_evictions``), 409 on a UID precondition that does not match, else deleted."""
+        kind, namespace, name = key
+        old = self._existing(key)
+        if f"{namespace}/{name}" in self.blocked_evictions:
+            raise StatusError(
+                429,
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+                reason="TooManyRequests",
+            )
+        wanted = ((body.get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
+        if wanted and wanted != old["metadata"].get("uid"):
+            raise StatusError(
+                409,
+                f'Operation cannot be fulfilled on pods "{name}": Precondition failed: UID in '
+                f"precondition: {wanted}, UID in object meta: {old['metadata'].get('uid')}",
+                reason="Conflict",
+            )
+        self._delete(kind, key)
+        return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
 
     def _bind(self, key: tuple[Kind, str, str], body: Object) -> Object:
         """POST pods/NAME/binding: set spec.nodeName once, as the API server's binding REST."""
@@ -764,8 +790,8 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
 
 
 def _verb(method: str, name: str | None, params: dict[str, str], sub: str | None = None) -> str:
-    if method == "POST" and sub == "binding":
-        return "create"  # pods/NAME/binding: a create on the pod's subresource
+    if method == "POST" and sub in ("binding", "eviction"):
+        return "create"  # pods/NAME/binding and /eviction: a create on the pod's subresource
     if method == "GET":
         if name is not None:
             return "get"
