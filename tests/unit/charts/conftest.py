@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import trustme
+import yaml
 
 from tests.unit.charts import helm
 
@@ -233,3 +234,36 @@ def default(outcomes: dict[str, Outcome]) -> helm.Release:
     release = outcomes["default"].release
     assert not release.error, f"helm install failed: {release.error}"
     return release
+
+
+# -- shared by the component tests ---------------------------------------------------------
+
+CHART_VALUES: dict[str, Any] = yaml.safe_load((helm.CHART / "values.yaml").read_text())
+
+
+def effective(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A scenario's values merged over the chart's, as Helm merges them."""
+    return helm.merge_values(CHART_VALUES, values)
+
+
+def scenarios_where(component: str, predicate: Callable[[dict[str, Any]], bool]) -> list[str]:
+    """The scenarios whose effective ``component`` values satisfy ``predicate``."""
+    return [n for n, values in SCENARIOS.items() if predicate(effective(values)[component])]
+
+
+def release_of(outcomes: dict[str, Outcome], scenario: str) -> helm.Release:
+    release = outcomes[scenario].release
+    assert not release.error, f"helm install failed: {release.error}"
+    return release
+
+
+def component_objects(
+    release: helm.Release, component: str, kind: str | None = None
+) -> list[dict[str, Any]]:
+    """One component's objects (of ``kind``), by app.kubernetes.io/component."""
+    return [
+        o
+        for o in release.objects
+        if o["metadata"]["labels"].get("app.kubernetes.io/component") == component
+        and kind in (None, o["kind"])
+    ]

@@ -18,13 +18,12 @@ import io
 import socket
 import ssl
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, cast
 
 import aiohttp
 import pytest
-import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
@@ -35,6 +34,7 @@ from manager.selectors import matches
 from manager.testing import FakeKubeAPI, RecordedRequest
 from tests.unit.charts import helm
 from tests.unit.charts.conftest import (
+    CHART_VALUES,
     CUSTOM_MANAGER_AFFINITY,
     CUSTOM_NODE_SELECTOR,
     CUSTOM_RESOURCES,
@@ -42,9 +42,12 @@ from tests.unit.charts.conftest import (
     EXISTING_CA_PEM,
     SCENARIOS,
     Outcome,
+    component_objects,
+    effective,
+    release_of,
+    scenarios_where,
 )
 
-CHART_VALUES: dict[str, Any] = yaml.safe_load((helm.CHART / "values.yaml").read_text())
 NAMESPACE = "koordinator-system"  # helm.Render's default
 MANAGER = "koordinator-koordinator-py-manager"
 WEBHOOK_SERVICE = "koordinator-koordinator-py-webhook"
@@ -103,40 +106,20 @@ PROFILE_SPEC_FIELDS = {
 }
 
 
-def effective(values: Mapping[str, Any]) -> dict[str, Any]:
-    return helm.merge_values(CHART_VALUES, values)
-
-
-def scenarios_where(predicate: Callable[[dict[str, Any]], bool]) -> list[str]:
-    """The scenarios whose effective ``manager`` values satisfy ``predicate``."""
-    return [name for name, values in SCENARIOS.items() if predicate(effective(values)["manager"])]
-
-
-WITH_MANAGER = scenarios_where(lambda m: m["enabled"])
-WITH_WEBHOOKS = scenarios_where(lambda m: m["enabled"] and m["webhook"]["enabled"])
+WITH_MANAGER = scenarios_where("manager", lambda m: m["enabled"])
+WITH_WEBHOOKS = scenarios_where("manager", lambda m: m["enabled"] and m["webhook"]["enabled"])
 GENERATED_CERTS = scenarios_where(
+    "manager",
     lambda m: (
         m["enabled"]
         and m["webhook"]["enabled"]
         and not m["webhook"]["certificates"]["existingSecret"]
-    )
+    ),
 )
 
 
-def release_of(outcomes: dict[str, Outcome], scenario: str) -> helm.Release:
-    release = outcomes[scenario].release
-    assert not release.error, f"helm install failed: {release.error}"
-    return release
-
-
 def manager_objects(release: helm.Release, kind: str | None = None) -> list[dict[str, Any]]:
-    """The manager's objects (of ``kind``): the scheduler's sit beside them."""
-    return [
-        o
-        for o in release.objects
-        if o["metadata"]["labels"].get("app.kubernetes.io/component") == "manager"
-        and kind in (None, o["kind"])
-    ]
+    return component_objects(release, "manager", kind)
 
 
 def manager_deployment(release: helm.Release) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import datetime
 import io
 import ssl
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, cast
@@ -32,6 +32,7 @@ from scheduler import cli as scheduler_cli
 from scheduler.loadaware import LoadAwareArgs
 from tests.unit.charts import helm
 from tests.unit.charts.conftest import (
+    CHART_VALUES,
     CUSTOM_NODE_SELECTOR,
     CUSTOM_RESOURCES,
     CUSTOM_SCHEDULER_AFFINITY,
@@ -39,9 +40,12 @@ from tests.unit.charts.conftest import (
     EXISTING_CA_PEM,
     SCENARIOS,
     Outcome,
+    component_objects,
+    effective,
+    release_of,
+    scenarios_where,
 )
 
-CHART_VALUES: dict[str, Any] = yaml.safe_load((helm.CHART / "values.yaml").read_text())
 NAMESPACE = "koordinator-system"  # helm.Render's default
 SCHEDULER = "koordinator-koordinator-py-scheduler"
 KUBE_SCHEDULER_CONFIG = "koordinator-koordinator-py-kube-scheduler-config"
@@ -83,18 +87,9 @@ BATCH_RESOURCES = [
 ]
 
 
-def effective(values: Mapping[str, Any]) -> dict[str, Any]:
-    return helm.merge_values(CHART_VALUES, values)
-
-
-def scenarios_where(predicate: Callable[[dict[str, Any]], bool]) -> list[str]:
-    """The scenarios whose effective ``scheduler`` values satisfy ``predicate``."""
-    return [name for name, values in SCENARIOS.items() if predicate(effective(values)["scheduler"])]
-
-
-WITH_SCHEDULER = scenarios_where(lambda s: s["enabled"])
+WITH_SCHEDULER = scenarios_where("scheduler", lambda s: s["enabled"])
 GENERATED_CERTS = scenarios_where(
-    lambda s: s["enabled"] and not s["certificates"]["existingSecret"]
+    "scheduler", lambda s: s["enabled"] and not s["certificates"]["existingSecret"]
 )
 # The scenarios that set scheduler values, and the default.
 SCHEDULER_SCENARIOS = [
@@ -102,20 +97,8 @@ SCHEDULER_SCENARIOS = [
 ]
 
 
-def release_of(outcomes: dict[str, Outcome], scenario: str) -> helm.Release:
-    release = outcomes[scenario].release
-    assert not release.error, f"helm install failed: {release.error}"
-    return release
-
-
 def scheduler_objects(release: helm.Release, kind: str | None = None) -> list[dict[str, Any]]:
-    """The scheduler's objects (of ``kind``): koordlet's and the manager's sit beside them."""
-    return [
-        o
-        for o in release.objects
-        if o["metadata"]["labels"].get("app.kubernetes.io/component") == "scheduler"
-        and kind in (None, o["kind"])
-    ]
+    return component_objects(release, "scheduler", kind)
 
 
 def scheduler_deployment(release: helm.Release) -> dict[str, Any]:
@@ -138,35 +121,11 @@ def container_port(release: helm.Release, name: str) -> int:
     return int(port["containerPort"])
 
 
-# TODO(scheduler/cli.py): koord-scheduler's parser is being written. Once scheduler/cli.py has
-# build_parser(), scheduler_parser() uses it and this stand-in is dead code: delete it and parse
-# with scheduler.cli.build_parser() directly, as test_manager.py does with manager.cli.
-def standin_parser() -> argparse.ArgumentParser:
-    """koord-scheduler's command line as specified, while scheduler/cli.py has no parser."""
-    parser = argparse.ArgumentParser(prog="koord-scheduler")
-    parser.add_argument("--kubeconfig", default=None)  # None: in-cluster
-    parser.add_argument("--port", type=int, default=10443)
-    parser.add_argument("--cert-dir", required=True)  # tls.crt, tls.key
-    parser.add_argument("--url-prefix", default="/scheduler")
-    parser.add_argument("--metrics-addr", default=":8081")
-    parser.add_argument("--load-aware-config", default=None)
-    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
-    return parser
-
-
-def scheduler_parser() -> argparse.ArgumentParser:
-    """koord-scheduler's own parser (scheduler.cli.build_parser) once it exists."""
-    build = getattr(scheduler_cli, "build_parser", None)
-    if build is None:
-        return standin_parser()
-    return cast(argparse.ArgumentParser, build())
-
-
 def parse_scheduler_args(args: list[str]) -> argparse.Namespace:
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         try:
-            return scheduler_parser().parse_args(args)
+            return scheduler_cli.build_parser().parse_args(args)
         except SystemExit:
             pytest.fail(f"koord-scheduler refuses the chart's arguments {args}: {err.getvalue()}")
 
