@@ -33,6 +33,7 @@ from koordlet.cluster.kubelet import (
 )
 from koordlet.cluster.nodeconfig import NodeConfigInformer
 from koordlet.cluster.reporter import NodeMetricReporter
+from koordlet.cluster.topology import TopologyPublisher, cpu_topology_annotation
 from koordlet.collectors.base import Collector, CollectorRunner
 from koordlet.collectors.be import BECollector
 from koordlet.collectors.cpi import CPICollector
@@ -382,6 +383,12 @@ class Koordlet:
             tasks.append(asyncio.create_task(self.node_config.run()))
             if self.config.kubelet_sync_interval > 0:
                 tasks.append(asyncio.create_task(self._kubelet_sync(self.node_config).run()))
+            topology = cpu_topology_annotation(self.topology)
+            if topology is not None:  # what koord-scheduler binds CPUs from
+                publisher = TopologyPublisher(
+                    self.kube, self.config.node_name, topology, self.node_config.nodes
+                )
+                tasks.append(asyncio.create_task(publisher.run()))
         try:
             await asyncio.gather(*tasks)
         finally:

@@ -21,6 +21,7 @@ from koordlet.cluster import cancel_and_wait
 from koordlet.cluster.eviction import KubeApiEviction
 from koordlet.cluster.nodeconfig import NodeConfigInformer
 from koordlet.cluster.reporter import NodeMetricReporter
+from koordlet.cluster.topology import TopologyPublisher
 from manager.testing import FakeKubeAPI
 from tests.unit.charts import helm
 from tests.unit.charts.conftest import (
@@ -54,6 +55,7 @@ EBPF_MOUNTS = {
 
 KOORDLET_RULES = [
     {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
@@ -316,6 +318,8 @@ def koordlet_calls() -> list[tuple[str, str]]:
         deadline = asyncio.get_running_loop().time() + 10
         while reporter.reports < 2 and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.02)
+        publisher = TopologyPublisher(api, "node-1", '{"detail": []}', config.nodes)
+        assert await publisher.publish_once()
         eviction = KubeApiEviction(api)
         await eviction.evict_async("default", "batch-0", "uid-1")
         await cancel_and_wait(*tasks)
@@ -339,6 +343,7 @@ def test_rbac_allows_every_call_koordlet_makes(default: helm.Release) -> None:
     made = {permission(verb, path) for verb, path in calls}
     assert ("slo.koordinator.sh", "nodemetrics/status", "patch") in made
     assert ("", "pods/eviction", "create") in made
+    assert ("", "nodes", "patch") in made
     for verb, path in calls:
         assert permission(verb, path) in allowed, f"{verb} {path} is not allowed"
     # The kubelet authorizes GET /pods/ on its authenticated port as nodes/proxy get.
