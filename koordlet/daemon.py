@@ -18,22 +18,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from koordapi.errors import ModelError
 from koordapi.features import FeatureGates
 from koordlet.applying import Applier
 from koordlet.cluster import build_api, cluster_mode
-from koordlet.cluster.eviction import KubeApiEviction
-from koordlet.cluster.kubelet import (
-    KubeletClient,
-    KubeletEndpoint,
-    KubeletPodSync,
-    resolve_endpoint,
-)
-from koordlet.cluster.nodeconfig import NodeConfigInformer
-from koordlet.cluster.reporter import NodeMetricReporter
-from koordlet.cluster.topology import TopologyPublisher, cpu_topology_annotation
 from koordlet.collectors.base import Collector, CollectorRunner
 from koordlet.collectors.be import BECollector
 from koordlet.collectors.cpi import CPICollector
@@ -75,11 +65,16 @@ from koordlet.states.pods import PodStore
 from koordlet.states.snapshot import build_rules
 from koordlet.states.topology import detect_kernel, read_topology
 from koordlet.views import KoordletViews
-from manager.kube.client import KubeApi
 from nri_plugin import Stub
 from runtimehooks import HOOKS
 from runtimehooks.registry import FailurePolicy
 from runtimehooks.rules import DEFAULT_HAMI_CORE_LIBRARY, Rules
+
+if TYPE_CHECKING:  # cluster mode's modules are imported only in cluster mode (lightkube)
+    from koordlet.cluster.eviction import KubeApiEviction
+    from koordlet.cluster.kubelet import KubeletPodSync
+    from koordlet.cluster.nodeconfig import NodeConfigInformer
+    from manager.kube.client import KubeApi
 
 log = logging.getLogger(__name__)
 
@@ -285,6 +280,8 @@ class Koordlet:
     def _node_config_source(self) -> NodeConfigFile | NodeConfigInformer:
         """The NodeSLO file when given; in cluster mode the NodeSLO and Node objects, watched."""
         if self.kube is not None:
+            from koordlet.cluster.nodeconfig import NodeConfigInformer  # noqa: PLC0415
+
             log.info("cluster mode: NodeSLO and Node %s watched", self.config.node_name)
             return NodeConfigInformer(self.kube, self.config.node_name)
         return NodeConfigFile(self.config.node_slo_file)
@@ -325,6 +322,8 @@ class Koordlet:
         --only-evict-by-api ask the API server with the in-cluster credentials."""
         self.kube_eviction: KubeApiEviction | None = None
         if self.kube is not None:
+            from koordlet.cluster.eviction import KubeApiEviction  # noqa: PLC0415
+
             self.kube_eviction = KubeApiEviction(self.kube)
             return EvictByAPI(self.kube_eviction)
         if not self.config.only_evict_by_api:
@@ -369,6 +368,13 @@ class Koordlet:
 
     async def run_cluster(self) -> None:
         """Cluster mode: the NodeSLO and Node watches and the NodeMetric status reporter."""
+        from koordlet.cluster.nodeconfig import NodeConfigInformer  # noqa: PLC0415
+        from koordlet.cluster.reporter import NodeMetricReporter  # noqa: PLC0415
+        from koordlet.cluster.topology import (  # noqa: PLC0415
+            TopologyPublisher,
+            cpu_topology_annotation,
+        )
+
         assert self.kube is not None
         if self.kube_eviction is not None:
             self.kube_eviction.bind(asyncio.get_running_loop())
@@ -399,6 +405,13 @@ class Koordlet:
 
     def _kubelet_sync(self, informer: NodeConfigInformer) -> KubeletPodSync:
         """Pods from the kubelet, for those NRI did not report (cluster mode)."""
+        from koordlet.cluster.kubelet import (  # noqa: PLC0415
+            KubeletClient,
+            KubeletEndpoint,
+            KubeletPodSync,
+            resolve_endpoint,
+        )
+
         c = self.config
 
         def endpoint() -> KubeletEndpoint:
@@ -544,7 +557,7 @@ class Koordlet:
         # (the NRI requests, which containerd waits for) take over from them quickly.
         sys.setswitchinterval(0.0005)
         cluster = asyncio.create_task(self.run_cluster()) if self.kube is not None else None
-        if isinstance(self.node_config, NodeConfigInformer):
+        if not isinstance(self.node_config, NodeConfigFile):
             # The first NodeSLO and Node before the hooks start, unless the API is slow.
             try:
                 async with asyncio.timeout(CLUSTER_SYNC_SECONDS):

@@ -15,9 +15,17 @@ import asyncio
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from koordapi.errors import ModelError
-from manager.kube.client import SERVICE_ACCOUNT_DIR, KubeApi, build_client
+from koordlet.kubeclient import SERVICE_ACCOUNT
+
+if TYPE_CHECKING:
+    from manager.kube.client import KubeApi
+
+# Deciding the mode imports no Kubernetes client: standalone koordlet (the pre-installed
+# plugin above all, which containerd gives 5 s to register) does not pay for lightkube.
+SERVICE_ACCOUNT_DIR = str(SERVICE_ACCOUNT)
 
 FIELD_MANAGER = "koordlet"
 
@@ -48,6 +56,8 @@ def cluster_mode(
 
 def build_api(kubeconfig: Path | None) -> KubeApi:
     """The one API client of a cluster-mode koordlet (writes as field manager koordlet)."""
+    from manager.kube.client import KubeApi, build_client  # noqa: PLC0415 - cluster mode only
+
     try:
         client = build_client(kubeconfig)
     except Exception as err:  # lightkube's ConfigError, a missing or unreadable file, ...

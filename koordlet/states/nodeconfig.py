@@ -12,7 +12,6 @@ It is re-read when it changes; invalid content keeps the last good configuration
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,6 @@ from koordapi import annotation, keys
 from koordapi.errors import ModelError, NodeSLOError
 from koordapi.nodeslo import NodeSLOSpec
 from koordapi.quantity import milli_value, value
-from koordlet.kubeclient import KubeClient, KubeError
 
 log = logging.getLogger(__name__)
 
@@ -158,63 +156,3 @@ class NodeConfigFile:
         self.loads += 1
         log.info("node config loaded from %s", self.path)
         return changed
-
-
-NODESLO_PATH = "/apis/slo.koordinator.sh/v1alpha1/nodeslos/{node}"
-NODE_PATH = "/api/v1/nodes/{node}"
-API_POLL_SECONDS = 10.0
-
-
-class NodeConfigAPI:
-    """The same configuration from the cluster: the NodeSLO named after this node (made by
-    koord-manager) and the Node object (annotations, labels, status.allocatable).
-
-    Polled every ``poll`` seconds. No NodeSLO for the node means Koordinator's defaults; an
-    unreachable API server or invalid content keeps the last good configuration.
-    """
-
-    def __init__(
-        self, client: KubeClient, node_name: str, *, poll: float = API_POLL_SECONDS
-    ) -> None:
-        self.client = client
-        self.node_name = node_name
-        self.poll = poll
-        self.current = NodeConfig()
-        self.error: str | None = None
-        self.loads = 0
-        self._last_poll = float("-inf")
-
-    def reload_if_changed(self, now: float | None = None) -> bool:
-        now = time.monotonic() if now is None else now
-        if now - self._last_poll < self.poll:
-            return False
-        self._last_poll = now
-        try:
-            config = self._fetch()
-        except (KubeError, ModelError) as err:
-            if str(err) != self.error:
-                log.warning("node config from the API not loaded, keeping the last good: %s", err)
-            self.error = str(err)
-            return False
-        self.error = None
-        changed = config != self.current
-        self.current = config
-        self.loads += 1
-        if changed:
-            log.info("node config loaded from the API (NodeSLO %s)", self.node_name)
-        return changed
-
-    def _fetch(self) -> NodeConfig:
-        node = self.client.request("GET", NODE_PATH.format(node=self.node_name))
-        try:
-            slo = self.client.request("GET", NODESLO_PATH.format(node=self.node_name))
-        except KubeError as err:
-            if err.status != 404:
-                raise
-            slo = {}  # not made yet: Koordinator's defaults, as koordlet does
-        meta = node.get("metadata") or {} if isinstance(node, dict) else {}
-        status = node.get("status") or {} if isinstance(node, dict) else {}
-        spec = slo.get("spec") if isinstance(slo, dict) else None
-        return build_node_config(
-            spec, meta.get("annotations"), meta.get("labels"), status.get("allocatable")
-        )
