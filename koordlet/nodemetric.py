@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from koordapi import keys
+from koordapi.duration import format_go_duration
 from koordapi.qos import default_priority_class_for_qos, priority_class_of
 from koordlet.metriccache import MetricCache
 from koordlet.states.pods import KnownPod
@@ -29,14 +30,6 @@ def cpu_quantity(cores: float) -> str:
 
 def memory_quantity(bytes_: float) -> str:
     return str(max(0, int(bytes_)))
-
-
-def duration_text(seconds: int) -> str:
-    """Go's duration format for whole seconds: 300 → "5m0s", 1800 → "30m0s"."""
-    minutes, secs = divmod(seconds, 60)
-    hours, minutes = divmod(minutes, 60)
-    text = f"{minutes}m{secs}s"
-    return f"{hours}h{text}" if hours else text
 
 
 def resource_map(cpu: float | None, memory: float | None) -> dict[str, Any]:
@@ -86,7 +79,7 @@ def build_status(
                 if (u := _usage(cache, prefix, {}, (now - seconds, now), a))
             }
             if per_agg:
-                aggregated.append({"usage": per_agg, "duration": duration_text(seconds)})
+                aggregated.append({"usage": per_agg, "duration": format_go_duration(seconds)})
         if aggregated:
             node_metric[key] = aggregated
     pods_metric = []

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from koordapi.duration import parse_go_duration
 from koordlet.cluster import cancel_and_wait
 from manager.kube.client import KubeApi, is_already_exists, is_not_found, status_code
 from manager.kube.informer import Informer
@@ -40,36 +40,7 @@ DEFAULT_DURATIONS = (300, 600, 1800)
 MIN_REPORT_SECONDS = 30.0  # Koordinator's floor for reportIntervalSeconds
 REQUEST_TIMEOUT = 30.0
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-
 Sleep = Callable[[float], Awaitable[None]]
-
-
-def parse_duration(text: str) -> float:
-    """A Go duration string ("5m0s", "300s", "1h30m") as seconds; ValueError if malformed."""
-    text = text.strip()
-    if not text:
-        raise ValueError("empty duration")
-    pos, total = 0, 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        pos = match.end()
-    if pos != len(text):
-        if text == "0":
-            return 0.0
-        raise ValueError(f"not a duration: {text!r}")
-    return total
 
 
 @dataclass(frozen=True)
@@ -103,7 +74,7 @@ def policy_from(
         parsed = []
         for text in node_policy["durations"]:
             try:
-                seconds = int(parse_duration(str(text)))
+                seconds = int(parse_go_duration(str(text)))
             except ValueError as err:
                 log.warning("NodeMetric nodeAggregatePolicy: ignoring %s", err)
                 continue

@@ -10,10 +10,10 @@ koordlet owns its status, so only the spec is ever written. Both are deleted wit
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from koordapi.duration import format_go_duration, parse_go_duration
 from manager.colocation import ColocationStrategy, strategy_for_node
 from manager.controllers.events import EventRecorder
 from manager.controllers.state import ClusterState
@@ -26,20 +26,16 @@ from manager.sloconfig import render_node_slo
 log = logging.getLogger(__name__)
 
 REASON_INVALID_CONFIG = "InvalidSLOConfig"
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
 def go_duration(text: str) -> str:
-    """A duration as Go's metav1.Duration writes it: "5m" → "5m0s", "300s" → "5m0s"."""
-    found = _DURATION.match(text.strip())
-    if not found or not any(found.groups()):
+    """A duration as Go's metav1.Duration writes it: "5m" → "5m0s", "300s" → "5m0s"; text
+    that is not a whole number of seconds is kept as written."""
+    try:
+        seconds = parse_go_duration(text)
+    except ValueError:
         return text
-    seconds = sum(int(v or 0) * f for v, f in zip(found.groups(), (3600, 60, 1), strict=True))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes}m{secs}s"
-    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+    return format_go_duration(int(seconds)) if seconds == int(seconds) else text
 
 
 def collect_policy(strategy: ColocationStrategy) -> dict[str, Any]:

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from koordapi import keys
+from koordapi.duration import format_go_duration
 from koordlet import ctl
 from koordlet.executor import Executor
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.metrics import KoordletMetrics
-from koordlet.nodemetric import build_status, duration_text
+from koordlet.nodemetric import build_status
 from koordlet.qosmanager.audit import Action, AuditTrail
 from koordlet.server import StatusServer
 from koordlet.states.pods import PodStore
@@ -73,8 +74,8 @@ def test_node_metric_report_has_koordinators_shape_and_values() -> None:
     assert by_name["web"]["podUsage"]["resources"] == {"cpu": "500m", "memory": str(256 << 20)}
 
 
-def test_duration_text_is_gos() -> None:
-    assert [duration_text(s) for s in (300, 600, 1800, 3900)] == [
+def test_format_go_duration_is_gos() -> None:
+    assert [format_go_duration(s) for s in (300, 600, 1800, 3900)] == [
         "5m0s",
         "10m0s",
         "30m0s",

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from koordapi.duration import parse_go_duration
 from koordlet.cluster import cancel_and_wait
 from koordlet.cluster.reporter import (
     DEFAULT_DURATIONS,
     NodeMetricReporter,
     ReportPolicy,
-    parse_duration,
     policy_from,
 )
 from koordlet.metriccache import MetricCache
@@ -136,11 +136,11 @@ def test_the_policy_falls_back_and_is_clamped() -> None:
     assert policy_from(node_metric({"aggregateDurationSeconds": 10}), 60).aggregate_seconds == 60
     bad = node_metric({"nodeAggregatePolicy": {"durations": ["30m", "soon", "1h0m0s"]}})
     assert policy_from(bad, 60).durations == (1800, 3600)
-    assert parse_duration("5m0s") == 300
-    assert parse_duration("1.5h") == 5400
-    assert parse_duration("300s") == 300
+    assert parse_go_duration("5m0s") == 300
+    assert parse_go_duration("1.5h") == 5400
+    assert parse_go_duration("300s") == 300
     with pytest.raises(ValueError, match="not a duration"):
-        parse_duration("5 minutes")
+        parse_go_duration("5 minutes")
 
 
 def test_a_failed_report_is_replaced_by_the_newest_at_the_next_interval(
