@@ -29,6 +29,7 @@ from manager.kube.leader import LeaderElectionConfig, LeaderElector
 from manager.kube.resources import object_key
 from manager.kube.workqueue import WorkQueue, run_worker
 from manager.metrics import ManagerMetrics
+from manager.probes import serve_probes
 from manager.webhooks.server import WebhookServer
 
 log = logging.getLogger(__name__)
@@ -47,11 +48,6 @@ class ManagerOptions:
     leader_election_namespace: str = "koordinator-system"
     leader_election_id: str = "koord-manager"
     workers: int = 4  # per controller
-
-
-def split_addr(addr: str) -> tuple[str, int]:
-    host, _, port = addr.rpartition(":")
-    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - a server's default
 
 
 class Manager:
@@ -184,25 +180,10 @@ class Manager:
         return all(i.synced.is_set() for i in self.state.informers)
 
     async def _serve_metrics(self) -> web.AppRunner:
-        async def metrics(_request: web.Request) -> web.Response:
-            body = generate_latest(self.metrics.registry)
-            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-        async def healthz(_request: web.Request) -> web.Response:
-            return web.Response(text="ok\n")
-
-        async def readyz(_request: web.Request) -> web.Response:
-            ready = self.synced()
-            return web.Response(text="ok\n" if ready else "caches not synced\n",
-                                status=200 if ready else 503)  # fmt: skip
-
-        app = web.Application()
-        app.router.add_get("/metrics", metrics)
-        app.router.add_get("/healthz", healthz)
-        app.router.add_get("/readyz", readyz)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        host, port = split_addr(self.options.metrics_addr)
-        await web.TCPSite(runner, host, port).start()
+        runner = await serve_probes(
+            self.options.metrics_addr,
+            self.synced,
+            lambda: (generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST),
+        )
         log.info("metrics on %s", self.options.metrics_addr)
         return runner

@@ -65,6 +65,7 @@ async def serve(args: argparse.Namespace) -> int:
     from aiohttp import web  # noqa: PLC0415
 
     from manager.kube.client import KubeApi, build_client  # noqa: PLC0415
+    from manager.probes import serve_probes  # noqa: PLC0415
     from scheduler.server import ExtenderServer  # noqa: PLC0415
     from scheduler.state import InformerClusterView  # noqa: PLC0415
 
@@ -91,7 +92,9 @@ async def serve(args: argparse.Namespace) -> int:
     informers = [asyncio.create_task(i.run()) for i in view.informers]
     runner: web.AppRunner | None = None
     if args.metrics_addr:
-        runner = await serve_probes(args.metrics_addr, view.synced, server.requests)
+        runner = await serve_probes(
+            args.metrics_addr, view.synced, lambda: requests_exposition(server.requests)
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -110,37 +113,14 @@ async def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-async def serve_probes(addr: str, synced: Any, requests: dict[str, int]) -> Any:
-    """/healthz, /readyz (caches synced) and /metrics (requests per verb) on ``addr``."""
-    from aiohttp import web  # noqa: PLC0415
-
-    from manager.app import split_addr  # noqa: PLC0415
-
-    async def healthz(_request: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
-
-    async def readyz(_request: web.Request) -> web.Response:
-        ready = synced()
-        return web.Response(text="ok\n" if ready else "caches not synced\n",
-                            status=200 if ready else 503)  # fmt: skip
-
-    async def metrics(_request: web.Request) -> web.Response:
-        lines = ["# TYPE koord_scheduler_extender_requests_total counter"]
-        lines += [
-            f'koord_scheduler_extender_requests_total{{verb="{verb}"}} {count}'
-            for verb, count in sorted(requests.items())
-        ]
-        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
-
-    app = web.Application()
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    host, port = split_addr(addr)
-    await web.TCPSite(runner, host, port).start()
-    return runner
+def requests_exposition(requests: dict[str, int]) -> tuple[bytes, str]:
+    """The extender's request counts per verb, in Prometheus' text format."""
+    lines = ["# TYPE koord_scheduler_extender_requests_total counter"]
+    lines += [
+        f'koord_scheduler_extender_requests_total{{verb="{verb}"}} {count}'
+        for verb, count in sorted(requests.items())
+    ]
+    return ("\n".join(lines) + "\n").encode(), "text/plain; charset=utf-8"
 
 
 def main(argv: list[str] | None = None) -> int:
