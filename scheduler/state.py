@@ -18,6 +18,7 @@ from lightkube.resources.core_v1 import Node, Pod
 
 from manager.kube.client import KubeApi
 from manager.kube.informer import Informer
+from manager.kube.podindex import PodsByNode
 from manager.kube.resources import NodeMetric, object_key
 from scheduler import loadaware
 from scheduler.extender import scheduled_at
@@ -34,8 +35,7 @@ class InformerClusterView:
         self.nodes = Informer(api, Node)
         self.pods = Informer(api, Pod)
         self.node_metrics = Informer(api, NodeMetric)
-        self._by_node: dict[str, dict[str, Object]] = {}
-        self._pod_node: dict[str, str] = {}
+        self._by_node = PodsByNode()
         self._assumed: dict[str, tuple[Object, str, float]] = {}  # pod key → (pod, node, at)
         self._bound_at: dict[str, float] = {}  # pod key → when this extender bound it
         self._changes: list[str] = []
@@ -70,18 +70,14 @@ class InformerClusterView:
 
     def _on_pod(self, event: str, pod: Object) -> None:
         key = object_key(pod)
-        old = self._pod_node.pop(key, None)
+        old, node = self._by_node.apply(event, pod)
         if old is not None:
-            self._by_node.get(old, {}).pop(key, None)
             self._changed(old)
-        node = (pod.get("spec") or {}).get("nodeName")
-        if event == "DELETED" or not node:
-            if event == "DELETED":
-                self._bound_at.pop(key, None)
-                self._assumed.pop(key, None)
+        if event == "DELETED":
+            self._bound_at.pop(key, None)
+            self._assumed.pop(key, None)
+        if node is None:
             return
-        self._pod_node[key] = node
-        self._by_node.setdefault(node, {})[key] = pod
         if self._assumed.pop(key, None) is not None:
             log.debug("pod %s: its binding to %s is visible", key, node)
         self._changed(node)
@@ -117,7 +113,7 @@ class InformerClusterView:
         return self.node_metrics.get(name)
 
     def pods_on(self, name: str) -> Sequence[Object]:
-        found = self._by_node.get(name, {})
+        found = self._by_node.on(name)
         assumed = [p for k, (p, n, _) in self._assumed.items() if n == name and k not in found]
         return [*found.values(), *assumed] if assumed else list(found.values())
 

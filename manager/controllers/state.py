@@ -18,7 +18,8 @@ from manager.colocation import ColocationConfig, parse_colocation_config
 from manager.errors import ConfigError
 from manager.kube.client import KubeApi
 from manager.kube.informer import Informer
-from manager.kube.resources import ClusterColocationProfile, NodeMetric, NodeSLO, object_key
+from manager.kube.podindex import PodsByNode
+from manager.kube.resources import ClusterColocationProfile, NodeMetric, NodeSLO
 from manager.sloconfig import COLOCATION_CONFIG
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,7 @@ class ClusterState:
         self.profiles_informer = Informer(api, ClusterColocationProfile)
         self.priority_class_informer = Informer(api, PriorityClass)
         self.namespaces = Informer(api, Namespace)
-        self._pods_by_node: dict[str, dict[str, Object]] = {}
-        self._pod_node: dict[str, str] = {}
+        self._by_node = PodsByNode()
         self.pods.add_handler(self._index_pod)
         self._colocation: tuple[str | None, ColocationConfig | None] = (None, None)
         self.colocation_error = ""  # why the current colocation-config text is not used
@@ -64,20 +64,13 @@ class ClusterState:
     # -- pods by node -------------------------------------------------------------------------
 
     def _index_pod(self, event: str, pod: Object) -> None:
-        key = object_key(pod)
-        old = self._pod_node.pop(key, None)
-        if old is not None:
-            self._pods_by_node.get(old, {}).pop(key, None)
-        node = (pod.get("spec") or {}).get("nodeName")
-        if event != "DELETED" and node:
-            self._pod_node[key] = node
-            self._pods_by_node.setdefault(node, {})[key] = pod
+        self._by_node.apply(event, pod)
 
-    def pods_on(self, node: str) -> list[Object]:
-        return list(self._pods_by_node.get(node, {}).values())
+    def pods_on(self, node: str) -> list[Mapping[str, Any]]:
+        return list(self._by_node.on(node).values())
 
     def node_of_pod(self, key: str) -> str | None:
-        return self._pod_node.get(key)
+        return self._by_node.node_of(key)
 
     # -- the slo-controller-config ConfigMap ----------------------------------------------------
 
