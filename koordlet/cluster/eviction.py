@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from typing import Any
 
-from koordlet.executor.kubeapi import EvictionAPI, EvictionResult
+from koordlet.executor.kubeapi import (
+    EvictionAPI,
+    EvictionResult,
+    eviction_refused,
+    eviction_request,
+)
 from manager.kube.client import KubeApi, status_code
 
 
@@ -40,20 +44,12 @@ class KubeApiEviction(EvictionAPI):
             return EvictionResult.FAILED, f"no answer within {self.timeout}s"
 
     async def evict_async(self, namespace: str, name: str, uid: str) -> tuple[EvictionResult, str]:
-        body: dict[str, Any] = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": name, "namespace": namespace},
-            "deleteOptions": {"preconditions": {"uid": uid}},
-        }
-        path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
+        path, body = eviction_request(namespace, name, uid)
         try:
             await self.api._call("POST", path, body=body, write=True)
         except Exception as err:
-            code = status_code(err)
-            if code == 429:
-                return EvictionResult.BLOCKED, str(err)
-            if code in (404, 409):
-                return EvictionResult.GONE, str(err)
-            return EvictionResult.FAILED, repr(err)
+            return eviction_refused(status_code(err), str(err)) or (
+                EvictionResult.FAILED,
+                repr(err),
+            )
         return EvictionResult.STARTED, "accepted"
