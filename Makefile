@@ -7,13 +7,17 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup demo test lint typecheck unit e2e kind clean
+.PHONY: setup demo demo-v2 test lint typecheck unit e2e e2e-host e2e-v2 kind clean
 
 setup:
 	@scripts/setup.sh
 
 demo: setup
 	@$(PY) scripts/demo.py
+
+# The demo on cgroup v2: the same, in the VM of the v2 tier (systemd as PID 1).
+demo-v2: setup
+	@$(PY) -m tests.e2e.harness.vm -- $(PY) scripts/demo.py
 
 test: setup lint typecheck unit e2e
 
@@ -27,9 +31,17 @@ typecheck:
 unit:
 	$(VENV)/bin/pytest -q tests/unit
 
-# KOORD_E2E_REQUIRED=1: a skipped end-to-end test is a failure here.
-e2e:
-	KOORD_E2E_REQUIRED=1 $(VENV)/bin/pytest -q tests/e2e
+# The end-to-end tiers (tests/e2e/tiers.py). KOORD_E2E_REQUIRED=1: a skipped end-to-end test,
+# or a VM that cannot boot here, is a failure.
+e2e: e2e-host
+
+# This machine: cgroup v1, containerd 1.7 (all tests) and 2.1 (what depends on its version).
+e2e-host:
+	KOORD_E2E_REQUIRED=1 $(PY) -m tests.e2e.tiers host host-containerd2
+
+# A cgroup v2 VM with systemd as PID 1: containerd 2.1 and 1.7, the cgroupfs and systemd drivers.
+e2e-v2:
+	KOORD_E2E_REQUIRED=1 $(PY) -m tests.e2e.tiers --vm v2 v2-containerd17 v2-systemd
 
 # The control plane on a kind cluster (needs Docker, pytest-kind and helm; not part of `test`).
 kind: setup

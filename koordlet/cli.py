@@ -17,6 +17,7 @@ from pathlib import Path
 from koordapi.errors import ModelError
 from koordapi.features import FeatureGates
 from koordlet.daemon import Config, Koordlet
+from koordlet.states.pods import CGROUP_DRIVERS
 from runtimehooks.registry import FailurePolicy
 
 
@@ -38,6 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=version("koordinator-py"))
     p.add_argument("--cgroup-root-dir", default="/sys/fs/cgroup/", help="cgroup mount point")
+    p.add_argument(
+        "--cgroup-driver",
+        default="",
+        choices=["", *CGROUP_DRIVERS],
+        help="the kubelet's cgroup driver; by default the pods' cgroup paths or the kubepods "
+        "directory tell",
+    )
     p.add_argument("--var-run-root-dir", default="/var/run/", help="parent of the NRI socket")
     p.add_argument("--sys-root-dir", default="/sys/", help="sysfs mount point")
     p.add_argument("--proc-root-dir", default="/proc/", help="procfs mount point")
@@ -173,6 +181,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     return Config(
         node_name=os.environ.get("NODE_NAME") or socket.gethostname(),
         cgroup_root=Path(args.cgroup_root_dir),
+        cgroup_driver=args.cgroup_driver,
         var_run_root=Path(args.var_run_root_dir),
         sys_root=Path(args.sys_root_dir),
         proc_root=Path(args.proc_root_dir),

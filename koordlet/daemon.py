@@ -88,6 +88,7 @@ class Config:
 
     node_name: str = field(default_factory=socket.gethostname)
     cgroup_root: Path = Path("/sys/fs/cgroup/")
+    cgroup_driver: str = ""  # the kubelet's, "cgroupfs" or "systemd"; "": detected (PodStore)
     var_run_root: Path = Path("/var/run/")
     sys_root: Path = Path("/sys/")
     proc_root: Path = Path("/proc/")
@@ -172,7 +173,7 @@ class Koordlet:
         )
         self.node_config = self._node_config_source()
         self.node_config.reload_if_changed()
-        self.pods = PodStore()
+        self.pods = PodStore(config.cgroup_driver, config.cgroup_root)
         self._rules: Rules | None = None
         self._rules_key: tuple[object, int] | None = None
         applier = self.applier = Applier(self.executor, self.resctrl, config.proc_root)
@@ -348,6 +349,7 @@ class Koordlet:
             audit=self.audit,
             now=time.time(),
             max_age=2 * self.config.collect_interval,
+            qos_dirs=self.pods.kube_qos_dirs(),
         )
 
     def _count_action(self, action: Action) -> None:
@@ -428,7 +430,6 @@ class Koordlet:
             self.pods,
             client.get_pods,
             interval=c.kubelet_sync_interval,
-            cgroup_root=c.cgroup_root,
             on_change=self.reconciler.wake,
         )
         return self.kubelet_sync

@@ -39,7 +39,6 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from koordapi.qos import KubeQoS
 from koordlet.collectors import cpi, gpu
 from koordlet.collectors.base import CollectorUnavailable
 from koordlet.collectors.rdma import rdma_devices
@@ -48,7 +47,7 @@ from koordlet.executor.cgroup import detect_version, v2_root
 from koordlet.executor.resctrl import Resctrl
 from koordlet.inspect.program import missing_prerequisite
 from koordlet.install import containerd
-from koordlet.states.pods import KUBE_QOS_DIRS_CGROUPFS, KUBE_QOS_DIRS_SYSTEMD
+from koordlet.states.pods import drivers_in_tree
 from koordlet.states.topology import detect_kernel
 
 NRI_TABLE = f'[plugins."{containerd.NRI_SECTION}"]'
@@ -344,14 +343,8 @@ def cgroup_layout(root: Path) -> tuple[str, Path | None] | None:
 
 def kubepods_driver(root: Path, version: str) -> str | None:
     """The kubelet's cgroup driver by its top cgroup: systemd, cgroupfs, both, or None."""
-    top = root if version == "v2" else root / "cpu"
-    systemd = (top / KUBE_QOS_DIRS_SYSTEMD[KubeQoS.GUARANTEED]).is_dir()
-    cgroupfs = (top / KUBE_QOS_DIRS_CGROUPFS[KubeQoS.GUARANTEED]).is_dir()
-    if systemd and cgroupfs:
-        return "both"
-    if systemd:
-        return "systemd"
-    return "cgroupfs" if cgroupfs else None
+    found = drivers_in_tree(root if version == "v2" else root / "cpu")
+    return "both" if len(found) == 2 else next(iter(found), None)
 
 
 def check_cgroup(config: DoctorConfig) -> Check:
@@ -429,8 +422,12 @@ def _has_file(root: Path, name: str) -> bool:
 
 
 def check_group_identity(config: DoctorConfig) -> Check:
-    found = detect_kernel(config.cgroup_root, Resctrl(config.sys_root / "fs" / "resctrl"))
-    mechanism = found.group_identity_mechanism
+    try:  # the kernel of the node whose /proc this is
+        release = (config.proc_root / "sys" / "kernel" / "osrelease").read_text().strip()
+    except OSError:
+        release = ""
+    resctrl = Resctrl(config.sys_root / "fs" / "resctrl")
+    mechanism = detect_kernel(config.cgroup_root, resctrl, release).group_identity_mechanism
     if mechanism == "bvt":
         return Check("group-identity", Status.OK, "cpu.bvt_warp_ns (Anolis group identity)")
     if mechanism == "cpu.idle":

@@ -21,7 +21,7 @@ from koordlet.applying import Applier
 from koordlet.executor import CgroupWrite, Status
 from koordlet.hookserver import failure_cause
 from koordlet.metrics import KoordletMetrics
-from koordlet.states.pods import KnownPod, PodStore, kube_qos_dirs
+from koordlet.states.pods import KnownPod, PodStore
 from runtimehooks.hooks import coresched, groupidentity, tc
 from runtimehooks.registry import (
     FailurePolicy,
@@ -99,7 +99,7 @@ class Reconciler:
         self.applier.apply_net_qos(plan, classes)
 
     def reconcile_kube_qos(self, rules: Rules) -> None:
-        dirs = kube_qos_dirs(self.pods)
+        dirs = self.pods.kube_qos_dirs()
         writes: list[CgroupWrite] = []
         gi = (
             groupidentity.kube_qos_values(rules)

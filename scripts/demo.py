@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from koordapi import keys
 from koordlet import ctl
-from tests.e2e.harness.cgroups import CgroupValues, allowed_cpus
+from tests.e2e.harness import paths
+from tests.e2e.harness.cgroups import CgroupValues, allowed_cpus, shares_to_weight
 from tests.e2e.harness.containerd import ContainerdError
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess
@@ -26,7 +27,7 @@ NODE_SLO = """\
 resourceQOSStrategy:
   lsrClass: {cpuQOS: {enable: true}}
   lsClass: {cpuQOS: {enable: true}}
-  beClass: {cpuQOS: {enable: true}}
+  beClass: {cpuQOS: {enable: true}, memoryQOS: {enable: true, throttlingPercent: 80}}
 """
 
 
@@ -74,12 +75,17 @@ def samples() -> list[Sample]:
     ]
 
 
-COLUMNS = ["QoS", "container", "", "shares", "quota", "cpuset", "memory", "cpu.idle"]
-WIDTHS = [5, 10, 9, 7, 10, 7, 10, 8]
+# On cgroup v2 the CPU weight is cpu.weight (the request's shares by runc's conversion), the
+# quota cpu.max, the memory limit memory.max, and memory QoS's throttle memory.high.
+COLUMNS = {
+    1: ["QoS", "container", "", "shares", "quota", "cpuset", "memory", "cpu.idle"],
+    2: ["QoS", "container", "", "weight", "cpu.max", "cpuset", "mem.max", "cpu.idle", "mem.high"],
+}
+WIDTHS = [5, 10, 9, 7, 10, 7, 10, 8, 9]
 
 
 def row(cells: list[str]) -> str:
-    return "  ".join(c.ljust(w) for c, w in zip(cells, WIDTHS, strict=True))
+    return "  ".join(c.ljust(w) for c, w in zip(cells, WIDTHS, strict=False)).rstrip()
 
 
 def show(value: object) -> str:
@@ -90,29 +96,26 @@ def memory(value: int | None) -> str:
     return f"{value // MiB}Mi" if value is not None and value > 0 else show(value)
 
 
-def requested(spec: ContainerSpec) -> list[str]:
-    return [
-        show(spec.cpu_shares),
-        show(spec.cpu_quota),
-        show(spec.cpuset_cpus),
-        memory(spec.memory_limit),
-        "-",
-    ]
+def requested(spec: ContainerSpec, version: int) -> list[str]:
+    shares = spec.cpu_shares
+    weight = shares if version == 1 or shares is None else shares_to_weight(shares)
+    cells = [show(weight), show(spec.cpu_quota), show(spec.cpuset_cpus), memory(spec.memory_limit)]
+    return [*cells, "-"] if version == 1 else [*cells, "-", "-"]
 
 
-def actual(values: CgroupValues) -> list[str]:
-    shares = values.cpu_shares if values.cpu_shares is not None else values.cpu_weight
-    return [
-        show(shares),
+def actual(values: CgroupValues, version: int) -> list[str]:
+    cells = [
+        show(values.cpu_share.value),
         show(values.cpu_quota),
         show(values.cpuset_cpus),
         memory(values.memory_limit),
         show(values.cpu_idle),
     ]
+    return cells if version == 1 else [*cells, memory(values.memory_high)]
 
 
 def main() -> int:
-    print("demo: starting a private containerd 1.7 with NRI enabled")
+    print(f"demo: starting a private containerd {paths.CONTAINERD_VERSION} with NRI enabled")
     try:
         node = Node.start()
     except (SetupMissing, ContainerdError) as err:
@@ -134,8 +137,12 @@ def main() -> int:
                 "demo: koordlet registered as NRI plugin 00-koordlet_nri "
                 f"(group identity via {mechanism})"
             )
-            print(f"demo: NodeSLO {koordlet.slo_file}: cpuQOS enabled for LSR, LS and BE\n")
-            print(row(COLUMNS))
+            print(
+                f"demo: NodeSLO {koordlet.slo_file}: cpuQOS enabled for LSR, LS and BE, "
+                "memoryQOS for BE\n"
+            )
+            version = node.reader.version
+            print(row(COLUMNS[version]))
             for sample in samples():
                 pod = PodSpec.new(
                     name=f"demo-{sample.container.name}",
@@ -146,9 +153,11 @@ def main() -> int:
                 pod_id = node.run_pod(pod)
                 cid = node.run_container(pod_id, sample.container)
                 name = sample.container.name
-                print(row([sample.qos_class, name, "asked", *requested(sample.container)]))
-                print(row(["", "", "container", *actual(node.container_values(pod_id, cid))]))
-                print(row(["", "", "pod", *actual(node.pod_values(pod_id))]))
+                asked = requested(sample.container, version)
+                print(row([sample.qos_class, name, "asked", *asked]))
+                got = actual(node.container_values(pod_id, cid), version)
+                print(row(["", "", "container", *got]))
+                print(row(["", "", "pod", *actual(node.pod_values(pod_id), version)]))
             addr = f"127.0.0.1:{koordlet.port}"
             koordlet.wait_until(
                 lambda: koordlet.metric("koordlet_pod_used_cpu_cores") > 0.5,

@@ -5,11 +5,14 @@
 #     wire-compatibility tests) from Debian 13 (trixie), downloaded through a
 #     private apt configuration and extracted under .cache/ (nothing is installed system-wide,
 #     the system's libc is never upgraded);
+#   - containerd 2.1 and the NRI 0.8 sources from Debian sid, the same way;
 #   - a virtual environment (.venv) with the project and its dev tools installed;
 #   - CRI client stubs generated from the cri-api package, and locally built OCI images;
 #   - what bcc needs for koordlet's run-queue latency probes: Debian's python3-bpfcc and kernel
 #     headers, /lib/modules/$(uname -r)/{build,source} pointing at them when the running kernel
-#     has none of its own, tracefs mounted, and bcc's Python module reachable from .venv.
+#     has none of its own, tracefs mounted, and bcc's Python module reachable from .venv;
+#   - for the cgroup v2 tier: QEMU, Debian's 6.12 kernel (extracted, not installed) and the VM's
+#     initramfs.
 # Every step is skipped when its output is already there, so a second run takes about a second.
 # Failures print one line saying what is missing.
 set -euo pipefail
@@ -18,6 +21,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE="$ROOT/.cache"
 VENV="$ROOT/.venv"
 CONTAINERD_VERSION="1.7.24~ds1-6+deb13u1"
+CONTAINERD2_VERSION="2.1.9+ds1-5"
 CRI_API_PKG="golang-github-kubernetes-cri-api-dev"
 # Upstream NRI and ttrpc sources: the wire-compatibility tests compile their .proto files.
 UPSTREAM_PKGS="golang-github-containerd-nri-dev golang-github-containerd-ttrpc-dev"
@@ -71,6 +75,25 @@ debian_mirror() {
     echo "${uri:-http://deb.debian.org/debian}"
 }
 
+# Download packages from another Debian suite through a private apt configuration (nothing is
+# added to the machine's own sources): private_apt_download SUITE DEST PACKAGE...
+private_apt_download() {
+    local suite=$1 dest=$2 apt="$CACHE/apt-$1" mirror
+    shift 2
+    mirror=$(debian_mirror)
+    [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] || apt_install debian-archive-keyring
+    rm -rf "$apt" "$dest"
+    mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$dest"
+    printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+        "$mirror" "$suite" >"$apt/$suite.sources"
+    local opts=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$apt"
+        -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o APT::Sandbox::User=root)
+    apt-get "${opts[@]}" update -qq >/dev/null 2>&1 \
+        || die "could not read the Debian $suite package index from $mirror"
+    (cd "$dest" && apt-get "${opts[@]}" download "$@" >/dev/null 2>&1) \
+        || die "could not download $* from Debian $suite ($mirror)"
+}
+
 # containerd 1.7 (NRI v0.6.1), the CRI API .proto and the upstream NRI/ttrpc sources, from
 # trixie, extracted into .cache/.
 fetch_trixie_packages() {
@@ -79,21 +102,9 @@ fetch_trixie_packages() {
         && [ -x "$CACHE/containerd/usr/bin/containerd" ] && [ -f "$CRI_PROTO" ] && [ -f "$NRI_PROTO" ]; then
         return 0
     fi
-    local apt="$CACHE/apt-trixie" mirror
-    mirror=$(debian_mirror)
-    step "downloading containerd $CONTAINERD_VERSION, $CRI_API_PKG and $UPSTREAM_PKGS from Debian trixie ($mirror)"
-    [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] || apt_install debian-archive-keyring
-    rm -rf "$apt" "$CACHE/debs"
-    mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$CACHE/debs"
-    printf 'Types: deb\nURIs: %s\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-        "$mirror" >"$apt/trixie.sources"
-    local opts=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$apt"
-        -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o APT::Sandbox::User=root)
-    apt-get "${opts[@]}" update -qq >/dev/null 2>&1 \
-        || die "could not read the Debian trixie package index from $mirror"
+    step "downloading containerd $CONTAINERD_VERSION, $CRI_API_PKG and $UPSTREAM_PKGS from Debian trixie"
     # shellcheck disable=SC2086 # UPSTREAM_PKGS is a list
-    (cd "$CACHE/debs" && apt-get "${opts[@]}" download "containerd=$CONTAINERD_VERSION" "$CRI_API_PKG" $UPSTREAM_PKGS >/dev/null 2>&1) \
-        || die "could not download containerd=$CONTAINERD_VERSION, $CRI_API_PKG and $UPSTREAM_PKGS from Debian trixie ($mirror)"
+    private_apt_download trixie "$CACHE/debs" "containerd=$CONTAINERD_VERSION" "$CRI_API_PKG" $UPSTREAM_PKGS
     rm -rf "$CACHE/containerd" "$CACHE/cri-api" "$CACHE/upstream"
     dpkg-deb -x "$CACHE"/debs/containerd_*.deb "$CACHE/containerd"
     dpkg-deb -x "$CACHE"/debs/"$CRI_API_PKG"_*.deb "$CACHE/cri-api"
@@ -101,6 +112,75 @@ fetch_trixie_packages() {
     for pkg in $UPSTREAM_PKGS; do dpkg-deb -x "$CACHE"/debs/"$pkg"_*.deb "$CACHE/upstream"; done
     "$CACHE/containerd/usr/bin/containerd" --version >/dev/null 2>&1 \
         || die "the extracted containerd does not run on this machine (libc too old?)"
+    echo "$want" >"$stamp"
+}
+
+# containerd 2.1 (NRI v0.8.0) and the NRI 0.8 sources, from Debian sid, extracted into
+# .cache/containerd-2.1 and .cache/upstream-0.8. sid moves on: when the pinned version is gone
+# from it, the newest 2.x there is taken and named.
+fetch_containerd2() {
+    local stamp="$CACHE/containerd2.stamp" want="containerd=$CONTAINERD2_VERSION golang-github-containerd-nri-dev"
+    if [ -f "$stamp" ] && [ -x "$CACHE/containerd-2.1/usr/bin/containerd" ] \
+        && [ -d "$CACHE/upstream-0.8" ] && [ "$(head -n1 "$stamp")" = "$want" ]; then
+        return 0
+    fi
+    step "downloading containerd $CONTAINERD2_VERSION and the NRI sources from Debian sid"
+    if ! (private_apt_download sid "$CACHE/debs-sid" "containerd=$CONTAINERD2_VERSION" golang-github-containerd-nri-dev) 2>/dev/null; then
+        step "containerd $CONTAINERD2_VERSION is no longer in sid; taking sid's containerd"
+        private_apt_download sid "$CACHE/debs-sid" containerd golang-github-containerd-nri-dev
+    fi
+    rm -rf "$CACHE/containerd-2.1" "$CACHE/upstream-0.8"
+    dpkg-deb -x "$CACHE"/debs-sid/containerd_*.deb "$CACHE/containerd-2.1"
+    dpkg-deb -x "$CACHE"/debs-sid/golang-github-containerd-nri-dev_*.deb "$CACHE/upstream-0.8"
+    local version
+    version=$("$CACHE/containerd-2.1/usr/bin/containerd" --version 2>/dev/null) \
+        || die "the extracted containerd 2 does not run on this machine (libc too old?)"
+    case "$version" in *" v2."* | *" 2."*) ;; *) die "sid's containerd is not 2.x: $version" ;; esac
+    printf '%s\n%s\n' "$want" "$version" >"$stamp"
+}
+
+# The version of Debian's current 6.12 kernel package ("6.12.57+deb12-amd64"), or nothing.
+kernel_612_version() {
+    { apt-cache depends linux-image-6.12-amd64 2>/dev/null || true; } \
+        | sed -n 's/.*Depends: linux-image-//p' | head -n1
+}
+
+# The cgroup v2 tier's VM (tests/e2e/harness/vm.py): QEMU, Debian bookworm's 6.12 kernel with
+# its modules (depmod'ed) and headers (for bcc in the guest), extracted into .cache/vm/kernel,
+# never installed, and the initramfs built from busybox-static and the kernel's 9p modules.
+setup_vm() {
+    apt_install qemu-system-x86 kmod
+    local root="$CACHE/vm/kernel" kver
+    if ! ls "$root"/boot/vmlinuz-* >/dev/null 2>&1; then
+        # apt-cache fails (100) on a package list that predates the 6.12 kernel: update once.
+        kver=$(kernel_612_version)
+        if [ -z "$kver" ]; then
+            apt-get update -qq >/dev/null 2>&1 || true
+            kver=$(kernel_612_version)
+        fi
+        [ -n "$kver" ] || die "no linux-image-6.12-amd64 in the machine's apt sources (for the cgroup v2 VM)"
+        step "downloading Debian's kernel $kver and its headers for the cgroup v2 VM"
+        local dl="$CACHE/debs-kernel"
+        rm -rf "$dl" "$root"
+        mkdir -p "$dl" "$root"
+        (cd "$dl" && apt-get -o APT::Sandbox::User=root download "linux-image-$kver" "linux-headers-$kver" "linux-headers-${kver%-amd64}-common" >/dev/null 2>&1) \
+            || die "could not download linux-image-$kver and its headers"
+        local deb
+        for deb in "$dl"/*.deb; do dpkg-deb -x "$deb" "$root"; done
+        rm -rf "$dl"
+        depmod -b "$root" "$kver" || die "depmod failed for the VM's kernel $kver"
+        # The packages' build and source links are absolute: point them into the extracted tree.
+        ln -sfn "$root/usr/src/linux-headers-$kver" "$root/lib/modules/$kver/build"
+        ln -sfn "$root/usr/src/linux-headers-${kver%-amd64}-common" "$root/lib/modules/$kver/source"
+    fi
+    local stamp="$CACHE/vm/initramfs.stamp" want
+    want="$(ls "$root"/boot/vmlinuz-*) $(cat "$ROOT/tests/e2e/harness/vm-init.sh" "$ROOT/tests/e2e/harness/vm.py" /bin/busybox | sha256sum | cut -d' ' -f1)"
+    if [ -f "$CACHE/vm/initramfs.cpio" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        return 0
+    fi
+    step "building the cgroup v2 VM's initramfs"
+    (cd "$ROOT" && "$VENV/bin/python" -m tests.e2e.harness.vm --build-initramfs) \
+        || die "could not build the VM's initramfs"
     echo "$want" >"$stamp"
 }
 
@@ -233,9 +313,11 @@ setup_bcc() {
 check_machine
 apt_install runc busybox-static ca-certificates
 fetch_trixie_packages
+fetch_containerd2
 make_venv
 install_helm_sdkpy
 generate_cri_stubs
 fetch_promtool
 build_images
 setup_bcc
+setup_vm

@@ -47,6 +47,7 @@ from koordapi.quantity import parse_quantity
 from koordlet.states.pods import (
     KUBE_QOS_DIRS_CGROUPFS,
     KUBE_QOS_DIRS_SYSTEMD,
+    SYSTEMD,
     KnownPod,
     PodStore,
 )
@@ -310,18 +311,6 @@ def kubelet_pod(pod: Mapping[str, Any], *, systemd: bool) -> KnownPod | None:
     return KnownPod(request, kubelet_containers(pod, request, systemd=systemd))
 
 
-def detect_systemd(pods: PodStore, cgroup_root: Path | None) -> bool:
-    """The kubelet's cgroup driver: from the paths NRI reported, else the kubepods dir."""
-    for known in pods:
-        if known.request.cgroup_dir:
-            return ".slice" in known.request.cgroup_dir
-    if cgroup_root is not None:
-        for base in (cgroup_root, cgroup_root / "cpu"):
-            if (base / "kubepods.slice").is_dir():
-                return True
-    return False
-
-
 @dataclass
 class SyncResult:
     added: int = 0
@@ -338,15 +327,11 @@ class KubeletPodSync:
         fetch: Callable[[], list[Object]],
         *,
         interval: float = DEFAULT_SYNC_INTERVAL,
-        cgroup_root: Path | None = None,
-        systemd: bool | None = None,
         on_change: Callable[[], None] | None = None,
     ) -> None:
         self.pods = pods
         self.fetch = fetch
         self.interval = interval
-        self.cgroup_root = cgroup_root
-        self.systemd = systemd
         self.on_change = on_change
         self.last_pods: list[Object] | None = None  # the last good list
         self.last_error: str | None = None  # the kind last logged
@@ -387,9 +372,7 @@ class KubeletPodSync:
 
     def reconcile(self, listed: list[Object]) -> SyncResult:
         store, result = self.pods, SyncResult()
-        systemd = (
-            self.systemd if self.systemd is not None else detect_systemd(store, self.cgroup_root)
-        )
+        systemd = store.cgroup_driver() == SYSTEMD
         live = {
             str((p.get("metadata") or {}).get("uid")): p
             for p in listed

@@ -29,13 +29,13 @@ from koordapi.qos import KubeQoS, QoSClass
 from koordlet.collectors.cgroupfs import MALFORMED, CgroupFS, read_text
 from koordlet.collectors.rates import Counters, Skip
 from koordlet.metriccache import Sample
-from koordlet.states.pods import KnownPod
+from koordlet.states.pods import KUBE_QOS_DIRS_CGROUPFS, KUBE_QOS_DIRS_SYSTEMD, KnownPod
 
 MALFORMED_ANNOTATION = "malformed-annotation"
 NO_BE_CGROUP = "no-besteffort-cgroup"
 
 # The besteffort QoS cgroup under the cgroupfs and the systemd drivers, tried in this order.
-BE_DIRS = ("kubepods/besteffort", "kubepods.slice/kubepods-besteffort.slice")
+BE_DIRS = (KUBE_QOS_DIRS_CGROUPFS[KubeQoS.BESTEFFORT], KUBE_QOS_DIRS_SYSTEMD[KubeQoS.BESTEFFORT])
 
 _BATCH_CPU = (keys.BATCH_CPU, keys.DEPRECATED_BATCH_CPU)
 

@@ -31,7 +31,7 @@ from koordapi.qos import KubeQoS, QoSClass, default_qos_for_kube
 from koordlet.executor import CgroupWrite, Executor, Status
 from koordlet.qosmanager.audit import Action
 from koordlet.qosmanager.framework import Context
-from koordlet.states.pods import KnownPod, kube_qos_dirs
+from koordlet.states.pods import KnownPod
 from runtimehooks.hooks import memoryqos
 from runtimehooks.request import ContainerRequest
 from runtimehooks.rules import Rules
@@ -178,7 +178,7 @@ class CgroupReconcile:
     def _qos_dirs(
         plan: _Plan, ctx: Context, mins: dict[KubeQoS, int], lows: dict[KubeQoS, int]
     ) -> None:
-        dirs = kube_qos_dirs(ctx.pods)
+        dirs = ctx.qos_dirs
         sums = {
             "memory.min": memoryqos.kube_qos_sums(mins),
             "memory.low": memoryqos.kube_qos_sums(lows),

@@ -45,7 +45,6 @@ from koordlet.metrics import KoordletMetrics
 from koordlet.qosmanager.audit import Action
 from koordlet.qosmanager.framework import Context, is_be
 from koordlet.qosmanager.schedlatency import SuppressBoost
-from koordlet.states.pods import kube_qos_dirs
 from koordlet.states.snapshot import pinned_by_class
 from koordlet.states.topology import Processor
 
@@ -272,7 +271,7 @@ class CPUSuppress:
         return cpus
 
     def _by_cpuset(self, ctx: Context, inputs: SuppressInputs) -> None:
-        be_dir = kube_qos_dirs(ctx.pods)[KubeQoS.BESTEFFORT]
+        be_dir = ctx.qos_dirs[KubeQoS.BESTEFFORT]
         current = self.executor.read(be_dir, "cpuset.cpus")
         if not isinstance(current, frozenset):
             ctx.status(NAME, f"no action: cannot read {be_dir} cpuset.cpus")
@@ -306,7 +305,7 @@ class CPUSuppress:
         if not cpus:
             return
         value = format_cpuset(cpus)
-        be_dir = kube_qos_dirs(ctx.pods)[KubeQoS.BESTEFFORT]
+        be_dir = ctx.qos_dirs[KubeQoS.BESTEFFORT]
         be_pods = [k for k in ctx.pods if is_be(k) and k.request.cgroup_dir]
         pinned = {
             k.request.cgroup_dir.strip("/")
@@ -345,7 +344,7 @@ class CPUSuppress:
     # -- cfsQuota policy ----------------------------------------------------------------------
 
     def _by_quota(self, ctx: Context, inputs: SuppressInputs) -> None:
-        be_dir = kube_qos_dirs(ctx.pods)[KubeQoS.BESTEFFORT]
+        be_dir = ctx.qos_dirs[KubeQoS.BESTEFFORT]
         current = self.executor.read(be_dir, "cpu.cfs_quota_us")
         if not isinstance(current, int):
             ctx.status(NAME, f"no action: cannot read {be_dir} cpu.cfs_quota_us")
@@ -378,7 +377,7 @@ class CPUSuppress:
     def _recover_quota(self, ctx: Context) -> None:
         if self.quota_recovered:
             return
-        be_dir = kube_qos_dirs(ctx.pods)[KubeQoS.BESTEFFORT]
+        be_dir = ctx.qos_dirs[KubeQoS.BESTEFFORT]
         result = self.executor.apply([CgroupWrite(be_dir, "cpu.cfs_quota_us", UNLIMITED)])[0]
         if result.status in (Status.APPLIED, Status.UNCHANGED):
             self.quota_recovered = True

@@ -27,7 +27,7 @@ from koordapi.features import FeatureGates
 from koordapi.qos import KubeQoS, QoSClass
 from koordlet.metriccache import Aggregate, MetricCache
 from koordlet.qosmanager.audit import Action, AuditTrail
-from koordlet.states.pods import KnownPod
+from koordlet.states.pods import CGROUPFS, KnownPod, kube_qos_dirs
 from koordlet.states.topology import Topology
 from runtimehooks.rules import Rules
 
@@ -86,6 +86,8 @@ class Context:
     audit: AuditTrail
     now: float
     max_age: float  # how old a sample may be and still count (2 x collect interval)
+    # The kubelet's QoS-level cgroups under its cgroup driver (PodStore.kube_qos_dirs).
+    qos_dirs: Mapping[KubeQoS, str] = field(default_factory=lambda: kube_qos_dirs(CGROUPFS))
 
     def last(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
         """The newest sample if fresh, else None."""

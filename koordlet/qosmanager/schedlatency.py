@@ -41,7 +41,7 @@ from koordapi.features import FeatureGates
 from koordapi.qos import KubeQoS, QoSClass, default_qos_for_kube
 from koordlet.qosmanager.audit import Action
 from koordlet.qosmanager.framework import Context, is_be, pod_labels
-from koordlet.states.pods import KnownPod, kube_qos_dirs
+from koordlet.states.pods import KnownPod
 
 NAME = "SchedLatencyGuard"
 GATE = "BESuppressBySchedLatency"
@@ -303,7 +303,7 @@ class SchedLatencyGuard:
                     ctx.now,
                     NAME,
                     "boost",
-                    kube_qos_dirs(ctx.pods)[KubeQoS.BESTEFFORT],
+                    ctx.qos_dirs[KubeQoS.BESTEFFORT],
                     str(boosted),
                     reason,
                     scope=QoSClass.BE.value,

@@ -9,8 +9,9 @@ request, never from values koordlet itself wrote.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from koordapi import keys
 from koordapi.qos import KubeQoS
@@ -28,6 +29,8 @@ KUBE_QOS_DIRS_SYSTEMD = {
     KubeQoS.BURSTABLE: "kubepods.slice/kubepods-burstable.slice",
     KubeQoS.BESTEFFORT: "kubepods.slice/kubepods-besteffort.slice",
 }
+CGROUPFS, SYSTEMD = "cgroupfs", "systemd"
+CGROUP_DRIVERS = (CGROUPFS, SYSTEMD)  # koordlet's --cgroup-driver, named as the kubelet's
 _SYSTEMD_SCOPE = re.compile(r"^([^:]+):([^:]+):([^:]+)\Z")
 
 
@@ -102,9 +105,19 @@ class KnownPod:
 
 
 class PodStore:
-    """Pods by sandbox id; see the module docstring."""
+    """Pods by sandbox id; see the module docstring.
 
-    def __init__(self) -> None:
+    It also answers which cgroup driver the kubelet uses (``cgroup_driver``): the one configured
+    (koordlet's ``--cgroup-driver``), else the one the pods' cgroup paths show (the runtime's own
+    word), else the one whose kubepods directory exists under ``cgroup_root`` (the kubelet makes
+    it at start, before any pod), else cgroupfs.
+    """
+
+    def __init__(self, cgroup_driver: str = "", cgroup_root: Path | None = None) -> None:
+        if cgroup_driver not in ("", *CGROUP_DRIVERS):
+            raise ValueError(f"unknown cgroup driver {cgroup_driver!r}; one of {CGROUP_DRIVERS}")
+        self.configured_driver = cgroup_driver
+        self.cgroup_root = cgroup_root
         self._pods: dict[str, KnownPod] = {}
         self.generation = 0  # bumped on every change: cheap "did anything change?"
         self.pinned_generation = 0  # bumped when a pod with pinned CPUs comes or goes
@@ -167,6 +180,19 @@ class PodStore:
         if known is not None and known.containers.pop(container_id, None) is not None:
             self.generation += 1
 
+    def cgroup_driver(self) -> str:
+        """See the class docstring."""
+        if self.configured_driver:
+            return self.configured_driver
+        for known in list(self._pods.values()):
+            if known.request.cgroup_dir:
+                return SYSTEMD if ".slice" in known.request.cgroup_dir else CGROUPFS
+        found = driver_of_tree(self.cgroup_root) if self.cgroup_root is not None else None
+        return found or CGROUPFS
+
+    def kube_qos_dirs(self) -> dict[KubeQoS, str]:
+        return kube_qos_dirs(self.cgroup_driver())
+
     def entries(self) -> list[tuple[str, KnownPod]]:
         """The known pods with their keys (sandbox ids, or another source's own keys)."""
         return list(self._pods.items())
@@ -204,7 +230,26 @@ class PodStore:
         self.generation += 1
 
 
-def kube_qos_dirs(pods: Iterable[KnownPod]) -> dict[KubeQoS, str]:
-    """The QoS-level directories, for the cgroup driver the known pods' paths show."""
-    systemd = any(".slice" in k.request.cgroup_dir for k in pods)
-    return KUBE_QOS_DIRS_SYSTEMD if systemd else KUBE_QOS_DIRS_CGROUPFS
+def kube_qos_dirs(driver: str) -> dict[KubeQoS, str]:
+    """The kubelet's QoS-level directories under ``driver`` ("systemd" or "cgroupfs")."""
+    return KUBE_QOS_DIRS_SYSTEMD if driver == SYSTEMD else KUBE_QOS_DIRS_CGROUPFS
+
+
+def drivers_in_tree(top: Path) -> set[str]:
+    """The drivers whose kubepods directory exists under ``top`` (a hierarchy's root)."""
+    found = set()
+    if (top / KUBE_QOS_DIRS_SYSTEMD[KubeQoS.GUARANTEED]).is_dir():
+        found.add(SYSTEMD)
+    if (top / KUBE_QOS_DIRS_CGROUPFS[KubeQoS.GUARANTEED]).is_dir():
+        found.add(CGROUPFS)
+    return found
+
+
+def driver_of_tree(cgroup_root: Path) -> str | None:
+    """The driver whose kubepods directory exists (v2 root or the v1 cpu hierarchy), if one;
+    systemd when both do, as Koordinator guesses."""
+    for base in (cgroup_root, cgroup_root / "cpu"):
+        found = drivers_in_tree(base)
+        if found:
+            return SYSTEMD if SYSTEMD in found else CGROUPFS
+    return None

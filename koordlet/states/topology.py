@@ -6,6 +6,7 @@ restart picks it up).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,7 +93,39 @@ def _any_child_has(root: Path, name: str) -> bool:
     return any((child / name).exists() for child in root.iterdir() if child.is_dir())
 
 
-def detect_kernel(cgroup_root: Path, resctrl: Resctrl) -> KernelFeatures:
+# Linux 5.15 added cpu.idle (v1 and v2), mainline's stand-in for group identity.
+CPU_IDLE_SINCE = (5, 15)
+
+
+def kernel_release(text: str) -> tuple[int, int]:
+    """(major, minor) of a release string such as "6.12.117+deb12-amd64"; (0, 0) if odd."""
+    parts = text.split(".", 2)
+    try:
+        return int(parts[0]), int("".join(c for c in parts[1][:3] if c.isdigit()) or 0)
+    except (IndexError, ValueError):
+        return 0, 0
+
+
+def has_cpu_idle(cpu_root: Path, release: str) -> bool:
+    """Whether cgroups get cpu.idle: a cgroup that shows it, else the kernel's version.
+
+    The file is not on the root cgroup, and on cgroup v2 a child has it only once the cpu
+    controller is enabled for it: under systemd that happens when a unit first asks for CPU
+    settings, which may be after koordlet starts (the kubelet's QoS slices come first).
+    """
+    if not cpu_root.is_dir():
+        return False
+    if _any_child_has(cpu_root, "cpu.idle"):
+        return True
+    controllers = cpu_root / "cgroup.controllers"
+    v1_or_cpu = not controllers.exists() or "cpu" in controllers.read_text().split()
+    return v1_or_cpu and kernel_release(release) >= CPU_IDLE_SINCE
+
+
+def detect_kernel(
+    cgroup_root: Path, resctrl: Resctrl, release: str | None = None
+) -> KernelFeatures:
+    """What the kernel offers; ``release`` is uname's (this machine's unless given)."""
     version = detect_version(cgroup_root)
     cpu_root = cgroup_root if version == 2 else cgroup_root / "cpu"
     memory_root = cgroup_root / "memory"
@@ -100,7 +133,7 @@ def detect_kernel(cgroup_root: Path, resctrl: Resctrl) -> KernelFeatures:
     return KernelFeatures(
         cgroup_version=version,
         bvt=cpu_root.is_dir() and _any_child_has(cpu_root, "cpu.bvt_warp_ns"),
-        cpu_idle=cpu_root.is_dir() and _any_child_has(cpu_root, "cpu.idle"),
+        cpu_idle=has_cpu_idle(cpu_root, os.uname().release if release is None else release),
         core_sched=coresched.supported(),
         resctrl=has_resctrl,
         memory_qos_v1=version == 1

@@ -17,11 +17,24 @@ from collections.abc import Generator, Iterator
 
 import pytest
 
+from tests.e2e import tiers
 from tests.e2e.harness import paths
 from tests.e2e.harness.cgroups import CGROUP_ROOT
 from tests.e2e.harness.node import Node
 
 LOG_KEEP_DIR = paths.CACHE / "e2e-logs"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep only the tests of this run's tier (tests/e2e/tiers.py; "host" unless set)."""
+    tier = os.environ.get(tiers.TIER_ENV, "host")
+    if tier not in tiers.TIERS:
+        raise pytest.UsageError(f"{tiers.TIER_ENV}={tier!r}: not one of {sorted(tiers.TIERS)}")
+    keep = [i for i in items if tiers.selected(i.nodeid, tier)]
+    dropped = [i for i in items if not tiers.selected(i.nodeid, tier)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 def missing_prerequisites() -> list[str]:
@@ -56,6 +69,8 @@ def e2e_node() -> Iterator[Node]:
 
 @pytest.fixture
 def node(e2e_node: Node) -> Iterator[Node]:
+    if e2e_node.containerd.pid is None:  # fail now, not after every CRI call's timeout
+        pytest.fail(f"the session's containerd has exited:\n{e2e_node.containerd.log_tail()}")
     before = {p.id for p in e2e_node.cri.list_pods()}
     yield e2e_node
     for pod in e2e_node.cri.list_pods():

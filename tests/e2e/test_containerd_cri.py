@@ -36,7 +36,7 @@ def test_container_gets_exactly_the_requested_cgroup_values(node: Node) -> None:
     if node.reader.version == 1:
         assert values.cpu_shares == 512
     else:
-        assert values.cpu_weight == 20  # runc's conversion of 512 shares
+        assert values.cpu_weight == 20  # runc's conversion of 512 shares: 1 + 510 * 9999 // 262142
 
 
 def test_update_container_resources_changes_the_cgroup_values(node: Node) -> None:
@@ -62,24 +62,31 @@ def test_update_container_resources_changes_the_cgroup_values(node: Node) -> Non
     assert _cpu_list(values.cpuset_cpus) == _cpu_list(allowed_cpus(2))
     if node.reader.version == 1:
         assert values.cpu_shares == 256
+    else:
+        assert values.cpu_weight == 10  # 1 + 254 * 9999 // 262142
 
 
 @pytest.mark.parametrize("qos", ["guaranteed", "burstable", "besteffort"])
-def test_pod_cgroups_follow_the_kubelet_cgroupfs_layout(node: Node, qos: str) -> None:
+def test_pod_cgroups_follow_the_kubelet_layout_of_the_driver(node: Node, qos: str) -> None:
     pod = PodSpec.new(qos=qos)
     pod_id = node.run_pod(pod)
     cid = node.run_container(pod_id, ContainerSpec("app"))
 
-    expected_parent = {
-        "guaranteed": f"/kubepods/pod{pod.uid}",
-        "burstable": f"/kubepods/burstable/pod{pod.uid}",
-        "besteffort": f"/kubepods/besteffort/pod{pod.uid}",
-    }[qos]
-    assert pod.cgroup_parent == expected_parent
-    container_cgroup = node.container_cgroup(pod_id, cid)
-    assert container_cgroup == f"{expected_parent}/{cid}"
-    assert node.cri.container_pid(cid) in node.reader.procs(container_cgroup)
-    assert node.reader.values(expected_parent).memory_limit == -1  # nobody limits the pod here
+    if node.layout.systemd:
+        level = {"guaranteed": "", "burstable": "-burstable", "besteffort": "-besteffort"}[qos]
+        top = "/kubepods.slice" + ("" if qos == "guaranteed" else f"/kubepods{level}.slice")
+        pod_dir = f"{top}/kubepods{level}-pod{pod.uid.replace('-', '_')}.slice"
+        container_dir = f"{pod_dir}/cri-containerd-{cid}.scope"
+    else:
+        pod_dir = {
+            "guaranteed": f"/kubepods/pod{pod.uid}",
+            "burstable": f"/kubepods/burstable/pod{pod.uid}",
+            "besteffort": f"/kubepods/besteffort/pod{pod.uid}",
+        }[qos]
+        container_dir = f"{pod_dir}/{cid}"
+    assert node.container_cgroup(pod_id, cid) == container_dir
+    assert node.cri.container_pid(cid) in node.reader.procs(container_dir)
+    assert node.reader.values(pod_dir).memory_limit == -1  # nobody limits the pod here
 
 
 def test_teardown_leaves_no_sandbox_process_or_cgroup_behind(fresh_node: Node) -> None:
@@ -90,7 +97,7 @@ def test_teardown_leaves_no_sandbox_process_or_cgroup_behind(fresh_node: Node) -
         pod_id = node.run_pod(pod)
         cid = node.run_container(pod_id, ContainerSpec("app", cpu_quota=30000))
         pids.append(node.cri.container_pid(cid))
-        cgroups += [pod.cgroup_parent, node.container_cgroup(pod_id, cid)]
+        cgroups += [pod.cgroup_dir, node.container_cgroup(pod_id, cid)]
     assert len(node.cri.list_pods()) == 2
     assert all(Path(f"/proc/{pid}").exists() for pid in pids)
     base = node.containerd.layout.base

@@ -144,7 +144,11 @@ def test_containerd_launches_the_installed_koordlet_which_adjusts_containers(
     pod_id = node.run_pod(pod)
     cid = node.run_container(pod_id, ContainerSpec("batch", cpu_shares=2))
     values = node.container_values(pod_id, cid)
-    assert (values.cpu_shares, values.cpu_quota, values.memory_limit) == (512, 100000, 512 * MiB)
+    assert (values.cpu_share, values.cpu_quota, values.memory_limit) == (
+        node.reader.cpu_share(512),
+        100000,
+        512 * MiB,
+    )
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
         assert 'node="e2e-node"' in reply.read().decode()  # NODE_NAME from koordlet.env
 
@@ -168,7 +172,8 @@ def test_a_koordlet_plugin_that_cannot_start_leaves_containerd_running(fresh_nod
     node.containerd.wait_for_log(REGISTERED)
     pod_id = node.run_pod(PodSpec.new(qos="besteffort", labels={keys.LABEL_QOS_CLASS: "BE"}))
     cid = node.run_container(pod_id, ContainerSpec("batch", cpu_shares=2))
-    assert node.container_values(pod_id, cid).cpu_shares == 2  # nobody adjusted it
+    # nobody adjusted it
+    assert node.container_values(pod_id, cid).cpu_share == node.reader.cpu_share(2)
     text = log.read_text()
     assert "unrecognized arguments: --no-such-flag" in text
     assert "registering a plugin that does nothing" in text

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -78,13 +77,13 @@ def test_be_pod_gets_shares_quota_and_memory_from_batch_resources(
     pod_values = node.pod_values(pod_id)
     container = node.container_values(pod_id, cid)
 
-    assert (pod_values.cpu_shares, pod_values.cpu_quota, pod_values.memory_limit) == (
-        512,
+    assert (pod_values.cpu_share, pod_values.cpu_quota, pod_values.memory_limit) == (
+        node.reader.cpu_share(512),
         100000,
         512 * MiB,
     )
-    assert (container.cpu_shares, container.cpu_quota, container.memory_limit) == (
-        512,
+    assert (container.cpu_share, container.cpu_quota, container.memory_limit) == (
+        node.reader.cpu_share(512),
         100000,
         512 * MiB,
     )
@@ -130,8 +129,9 @@ def test_be_pod_is_cpu_idle_with_group_identity_on_a_mainline_kernel(
     assert node.pod_values(be_id).cpu_idle == 1
     assert node.pod_values(ls_id).cpu_idle == 0
     assert koordlet_gi.metric("koordlet_group_identity_mechanism_info", mechanism="cpu.idle") == 1
+    besteffort = node.layout.qos_dir("besteffort")
     koordlet_gi.wait_until(
-        lambda: node.reader.values("/kubepods/besteffort").cpu_idle == 1, what="besteffort dir idle"
+        lambda: node.reader.values(besteffort).cpu_idle == 1, what="besteffort dir idle"
     )
 
 
@@ -146,7 +146,11 @@ def test_update_of_a_be_container_keeps_the_batch_values(
     )
 
     values = node.container_values(pod_id, cid)
-    assert (values.cpu_shares, values.cpu_quota, values.memory_limit) == (512, 100000, 512 * MiB)
+    assert (values.cpu_share, values.cpu_quota, values.memory_limit) == (
+        node.reader.cpu_share(512),
+        100000,
+        512 * MiB,
+    )
 
 
 def test_malformed_annotations_start_the_container_and_koordlet_keeps_serving(
@@ -179,7 +183,7 @@ def test_malformed_annotations_start_the_container_and_koordlet_keeps_serving(
     assert "this node does not have" in koordlet.log_text()
     good = node.run_pod(be_pod({"batch": (500, 1000, 256 * MiB, 512 * MiB)}))
     cid = node.run_container(good, ContainerSpec("batch"))
-    assert node.container_values(good, cid).cpu_shares == 512
+    assert node.container_values(good, cid).cpu_share == node.reader.cpu_share(512)
     assert koordlet.alive
 
 
@@ -188,17 +192,13 @@ def test_a_value_changed_behind_koordlets_back_is_restored(
 ) -> None:
     pod_id = node.run_pod(be_pod({"batch": (500, 1000, 256 * MiB, 512 * MiB)}))
     cid = node.run_container(pod_id, ContainerSpec("batch"))
-    shares_file = (
-        Path("/sys/fs/cgroup/cpu") / node.container_cgroup(pod_id, cid).strip("/") / "cpu.shares"
-    )
-    if node.reader.version != 1:
-        pytest.skip("this check writes the v1 file")
 
-    shares_file.write_text("100")  # our own container's cgroup
-    assert node.container_values(pod_id, cid).cpu_shares == 100
+    node.reader.write_cpu_share(node.container_cgroup(pod_id, cid), 100)  # our own container
+    assert node.container_values(pod_id, cid).cpu_share == node.reader.cpu_share(100)
 
     koordlet.wait_until(
-        lambda: node.container_values(pod_id, cid).cpu_shares == 512, what="shares restored"
+        lambda: node.container_values(pod_id, cid).cpu_share == node.reader.cpu_share(512),
+        what="shares restored",
     )
 
 
@@ -210,12 +210,7 @@ def test_after_a_restart_koordlet_reconciles_existing_and_adjusts_new_containers
     )
     first = node.run_container(pod_id, ContainerSpec("a"))
     koordlet.stop()
-    quota_file = (
-        Path("/sys/fs/cgroup/cpu")
-        / node.container_cgroup(pod_id, first).strip("/")
-        / "cpu.cfs_quota_us"
-    )
-    quota_file.write_text("300000")  # while koordlet is down
+    node.reader.write_cpu_quota(node.container_cgroup(pod_id, first), 300000)  # while it is down
 
     koordlet.start()
 

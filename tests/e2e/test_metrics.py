@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -47,6 +48,13 @@ def test_a_busy_container_shows_in_koordctl_and_metrics_with_its_pod(
 
     koordlet.wait_until(lambda: busy_cpu() > 0.5, timeout=20, what="busy pod above 0.5 core")
 
+    # The idle pod's own start-up (runc, the shell) can still be in its last rate on a slow
+    # machine; once past, it stays under a tenth of a core.
+    koordlet.wait_until(
+        lambda: ((pod_usage(koordlet, idle.uid) or {}).get("usage", {}).get("cpu") or 0.0) < 0.1,
+        timeout=20,
+        what="idle pod under 0.1 core",
+    )
     busy_pod = pod_usage(koordlet, busy.uid)
     idle_pod = pod_usage(koordlet, idle.uid)
     assert busy_pod is not None and idle_pod is not None
@@ -90,3 +98,30 @@ def test_metrics_pass_promtool(koordlet: KoordletProcess) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_cpu_pressure_of_a_crowded_container_is_its_pods_psi(node: Node) -> None:
+    # Twice as many spinning loops as the node has CPUs (koordlet's cpuset hook gives an LS
+    # container the whole share pool, whatever its own cpuset): each loop is runnable and waiting
+    # half of the time, so the pod's cpu.pressure "some" climbs towards 100 %; an idle pod's
+    # stays near 0.
+    args = ("--feature-gates", "PSICollector=true", "--psi-collector-interval", "1s")
+    with KoordletProcess(node, args=args) as koordlet:
+        crowded = PodSpec.new(qos="burstable", labels={keys.LABEL_QOS_CLASS: "LS"})
+        idle = PodSpec.new(qos="burstable", labels={keys.LABEL_QOS_CLASS: "LS"})
+        loops = 2 * (os.cpu_count() or 1)
+        spin = f"for i in $(seq {loops - 1}); do (while :; do :; done) & done; while :; do :; done"
+        crowded_id = node.run_pod(crowded)
+        node.run_container(crowded_id, ContainerSpec("spin", command=["/bin/sh", "-c", spin]))
+        node.run_container(node.run_pod(idle), ContainerSpec("sleep"))
+
+        def cpu_some(uid: str) -> float:
+            found = ctl.fetch(
+                f"127.0.0.1:{koordlet.port}",
+                "/api/v1/query?metric=pod_psi&window=3s&agg=last&label.psi_resource_type=cpu"
+                f"&label.psi_degree=some&label.pod_uid={uid}",
+            )
+            return float(found[0]["last"]) if found else -1.0
+
+        koordlet.wait_until(lambda: cpu_some(crowded.uid) > 20, 30, "crowded pod's cpu pressure")
+        assert 0 <= cpu_some(idle.uid) < 10

@@ -1,4 +1,5 @@
-"""The NRI protocol stack against the real containerd 1.7.24 (NRI v0.6.1)."""
+"""The NRI protocol stack against the real containerd: 1.7.24 (NRI v0.6.1) or 2.1.9 (NRI v0.8.0),
+as the tier says (tests/e2e/tiers.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 from nri_plugin import api
+from tests.e2e.harness import paths
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.node import Node
 from tests.e2e.harness.plugin import PluginProcess, PluginThread, install_preinstalled
@@ -47,7 +49,7 @@ def test_synchronize_lists_pods_and_containers_that_existed_before(node: Node) -
         assert pod.name in plugin.synced_pods
         assert cid in plugin.synced_containers
         assert running.stub.runtime_name == "containerd"
-        assert running.stub.runtime_version.startswith("1.7.24")
+        assert running.stub.runtime_version.startswith(f"{paths.CONTAINERD_VERSION}.")
 
 
 def test_create_container_adjustment_reaches_the_cgroup(node: Node) -> None:
@@ -59,7 +61,8 @@ def test_create_container_adjustment_reaches_the_cgroup(node: Node) -> None:
         cid = node.run_container(pod_id, ContainerSpec("app", cpu_shares=512, cpu_quota=50000))
 
         values = node.container_values(pod_id, cid)
-        assert values.cpu_shares == 700  # the plugin's value, not the requested 512
+        # the plugin's value, not the requested 512
+        assert values.cpu_share == node.reader.cpu_share(700)
         assert values.cpu_quota == 50000  # what the plugin left alone stays as requested
 
 
@@ -92,7 +95,7 @@ def test_five_containerd_restarts_leave_exactly_one_live_registration(fresh_node
 
             cid = node.run_container(pod_id, ContainerSpec(f"after-{restart}", cpu_shares=512))
 
-            assert node.container_values(pod_id, cid).cpu_shares == 700
+            assert node.container_values(pod_id, cid).cpu_share == node.reader.cpu_share(700)
             log = node.containerd.log_text(since_start=True)
             assert log.count(connected("10-e2e")) == 1, (
                 f"restart {restart}: more than one registration"
@@ -111,11 +114,12 @@ def test_killed_plugin_does_not_stop_containerd_and_a_new_one_recovers(
     try:
         node.containerd.wait_for_log(connected("20-proc"))
         before = node.run_container(pod_id, ContainerSpec("before", cpu_shares=512))
-        assert node.container_values(pod_id, before).cpu_shares == 800
+        assert node.container_values(pod_id, before).cpu_share == node.reader.cpu_share(800)
 
         first.kill()
         during = node.run_container(pod_id, ContainerSpec("during", cpu_shares=512))
-        assert node.container_values(pod_id, during).cpu_shares == 512  # created without the plugin
+        # created without the plugin
+        assert node.container_values(pod_id, during).cpu_share == node.reader.cpu_share(512)
 
         second = PluginProcess(
             socket_path, 800, name="proc", index="20", log=tmp_path / "plugin.log"
@@ -123,7 +127,7 @@ def test_killed_plugin_does_not_stop_containerd_and_a_new_one_recovers(
         try:
             node.containerd.wait_for_log(connected("20-proc"), count=2)
             after = node.run_container(pod_id, ContainerSpec("after", cpu_shares=512))
-            assert node.container_values(pod_id, after).cpu_shares == 800
+            assert node.container_values(pod_id, after).cpu_share == node.reader.cpu_share(800)
         finally:
             second.kill()
     finally:
@@ -140,7 +144,8 @@ def test_preinstalled_plugin_is_launched_by_containerd_and_adjusts(fresh_node: N
     pod_id = node.run_pod(PodSpec.new())
     cid = node.run_container(pod_id, ContainerSpec("app", cpu_shares=512))
 
-    assert node.container_values(pod_id, cid).cpu_shares == 900  # from 05-shares.conf
+    # from 05-shares.conf
+    assert node.container_values(pod_id, cid).cpu_share == node.reader.cpu_share(900)
     assert node.containerd.pid is not None
 
 

@@ -73,7 +73,9 @@ def test_busy_ls_pod_shrinks_the_be_cpuset_and_it_grows_back(node: Node) -> None
     with KoordletProcess(node, node_slo=slo, args=args) as koordlet:
         be_id = node.run_pod(be_pod())
         be_cid = node.run_container(be_id, ContainerSpec("batch"))
-        all_cpus = cpu_set(node.container_values(be_id, be_cid).cpuset_cpus)
+        # Every CPU, once the start-up's own work has passed (on a slow machine koordlet's and
+        # containerd's start can already be a reason to shrink BE).
+        all_cpus = set(os.sched_getaffinity(0))
         assert len(all_cpus) == cpus
 
         ls_id = node.run_pod(ls_pod())
@@ -156,7 +158,9 @@ def test_be_memory_hog_is_evicted_and_the_ls_pod_keeps_running(node: Node) -> No
         koordlet.wait_until(lambda: state(hog) == EXITED, 90, "the BE hog stopped")
         assert state(ls_cid) == RUNNING  # the service was never touched
         evictions = [line for line in qos_lines(koordlet) if "kind=evict" in line]
-        assert len(evictions) == 1, evictions
+        stopped = node.cri.container_status(hog).status
+        why = f"hog exit {stopped.exit_code} ({stopped.reason}), node memory {meminfo()}"
+        assert len(evictions) == 1, (evictions, why, koordlet.log_text()[-2000:])
         assert "BEMemoryEvict" in evictions[0] and f">= threshold {threshold}%" in evictions[0]
         assert koordlet.metric("koordlet_pod_eviction_total", reason="BEMemoryEvict") == 1
         time.sleep(6)  # past the cool-down: the stopped pod is not evicted again

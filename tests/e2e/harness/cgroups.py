@@ -4,13 +4,15 @@ Works on cgroup v1 (one hierarchy per controller, as on these machines, with the
 v2 tree at ``unified/``) and on cgroup v2 (one tree). The root is a constructor argument so unit
 tests run on a fake tree of plain files.
 
-Paths are cgroup paths relative to a hierarchy root, as containerd's cgroupfs driver builds
-them: ``/kubepods/burstable/pod<uid>`` for a pod, ``<pod>/<container id>`` for a container.
+Paths are cgroup paths relative to a hierarchy root, as the kubelet's cgroup driver lays them
+out (tests/e2e/harness/kubelet.py): ``/kubepods/burstable/pod<uid>`` for a pod and
+``<pod>/<container id>`` for a container with cgroupfs; slices and ``cri-containerd-<id>.scope``
+with systemd.
 
 Usage::
 
     reader = CgroupReader()
-    values = reader.values(f"{pod.cgroup_parent}/{container_id}")
+    values = reader.values(f"{pod.cgroup_dir}/{container_id}")
     assert values.cpu_quota == 50000
 """
 
@@ -20,6 +22,7 @@ import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 UNLIMITED = -1
@@ -46,6 +49,21 @@ class CgroupValues:
     cpuset_cpus: str | None
     cpuset_mems: str | None
     memory_limit: int | None
+    memory_high: int | None = None  # v2 only (memory.high); -1 when "max"
+
+    @property
+    def cpu_share(self) -> CpuShare:
+        """The CPU weight as the kernel holds it: cpu.shares on v1, cpu.weight on v2."""
+        if self.cpu_shares is not None:
+            return CpuShare("cpu.shares", self.cpu_shares)
+        return CpuShare("cpu.weight", self.cpu_weight)
+
+
+class CpuShare(NamedTuple):
+    """A CPU weight and the file it is in, so that a v1 and a v2 value never compare equal."""
+
+    file: str
+    value: int | None
 
 
 def shares_to_weight(shares: int) -> int:
@@ -130,6 +148,7 @@ class CgroupReader:
         cpu_max = self._read("", cgroup, "cpu.max")
         quota, period = parse_cpu_max(cpu_max) if cpu_max is not None else (None, None)
         memory = self._read("", cgroup, "memory.max")
+        high = self._read("", cgroup, "memory.high")
         return CgroupValues(
             cpu_shares=None,
             cpu_weight=self._read_int("", cgroup, "cpu.weight"),
@@ -141,7 +160,24 @@ class CgroupReader:
             cpuset_cpus=self._read("", cgroup, "cpuset.cpus.effective"),
             cpuset_mems=self._read("", cgroup, "cpuset.mems.effective"),
             memory_limit=None if memory is None else parse_memory_limit(memory, 2),
+            memory_high=None if high is None else parse_memory_limit(high, 2),
         )
+
+    def cpu_share(self, shares: int) -> CpuShare:
+        """``shares`` (the CRI and NRI unit) as the kernel holds it here (v2: runc's weight)."""
+        if self.version == 2:
+            return CpuShare("cpu.weight", shares_to_weight(shares))
+        return CpuShare("cpu.shares", shares)
+
+    def write_cpu_share(self, cgroup: str, shares: int) -> None:
+        """Change a test's own cgroup's CPU weight behind everyone's back (as an operator might)."""
+        file, value = self.cpu_share(shares)
+        self._file("cpu", cgroup, file).write_text(str(value))
+
+    def write_cpu_quota(self, cgroup: str, quota: int) -> None:
+        """Change a test's own cgroup's CFS quota (v2: cpu.max, keeping its period)."""
+        name = "cpu.max" if self.version == 2 else "cpu.cfs_quota_us"
+        self._file("cpu", cgroup, name).write_text(str(quota))
 
     def hierarchies(self) -> list[Path]:
         """Every mounted hierarchy root: the v1 controllers plus ``unified``, or the v2 root."""
@@ -198,24 +234,26 @@ class CgroupReader:
 class CgroupJanitor:
     """Removes the cgroups a test session created and nothing else.
 
-    It notes which kubelet-layout parents (``/kubepods``, its QoS children) existed in which
-    hierarchy before the session, removes each pod cgroup it is told about, and at the end
-    removes the parents it found missing at the start, if they are empty.
+    It notes which kubelet-layout parents (``/kubepods``, its QoS children, or their systemd
+    slices) existed in which hierarchy before the session, removes each pod cgroup it is told
+    about, and at the end removes the parents it found missing at the start, if they are empty.
+    With the systemd driver, systemd removes the cgroups of the slices it stops, and what is
+    left here is only what it did not.
     """
 
-    PARENTS = ("/kubepods/burstable", "/kubepods/besteffort", "/kubepods")
-
-    def __init__(self, reader: CgroupReader) -> None:
+    def __init__(self, reader: CgroupReader, parents: list[str] | None = None) -> None:
         self.reader = reader
+        # children before their parents
+        self.parents = parents or ["/kubepods/burstable", "/kubepods/besteffort", "/kubepods"]
         self.preexisting = {f for f in self._parent_folders() if f.is_dir()}
         self.pods: list[str] = []
 
     def _parent_folders(self) -> list[Path]:
         """Every hierarchy's copy of each parent, children before their parents."""
-        return [h / p.strip("/") for p in self.PARENTS for h in self.reader.hierarchies()]
+        return [h / p.strip("/") for p in self.parents for h in self.reader.hierarchies()]
 
     def track(self, cgroup: str) -> None:
-        if not any(cgroup.startswith(p + "/") for p in self.PARENTS):
+        if not any(cgroup.startswith(p + "/") for p in self.parents):
             raise ValueError(f"refusing to track {cgroup!r}: not under a kubelet pod parent")
         if cgroup not in self.pods:
             self.pods.append(cgroup)

@@ -26,11 +26,13 @@ import socket
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 from tests.e2e.harness import images, paths
+from tests.e2e.harness.kubelet import KubeletLayout, layout_from_env
+from tests.e2e.harness.timing import deadline, go_duration, scaled
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +108,13 @@ class Settings:
     sandbox_image: str = images.PAUSE.ref
     nri_enabled: bool = True
     nri_disable_connections: bool = False
-    nri_registration_timeout: str = "5s"
-    nri_request_timeout: str = "2s"
+    # containerd's defaults (5 s, 2 s), stretched on a slow machine (harness/timing.py)
+    nri_registration_timeout: str = field(default_factory=lambda: go_duration(5))
+    nri_request_timeout: str = field(default_factory=lambda: go_duration(2))
     runc: Path = paths.RUNC
     log_level: str = "info"
+    # The kubelet's cgroup driver; with systemd, runc creates containers through systemd.
+    layout: KubeletLayout = field(default_factory=layout_from_env)
 
 
 def _q(value: object) -> str:
@@ -164,7 +169,7 @@ state = {_q(layout.state)}
       runtime_type = "io.containerd.runc.v2"
       [{cri}.containerd.runtimes.runc.options]
         BinaryName = {_q(settings.runc)}
-        SystemdCgroup = false
+        SystemdCgroup = {str(settings.layout.systemd).lower()}
 """
 
 
@@ -264,7 +269,7 @@ class Containerd:
             return
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout)
+            proc.wait(scaled(timeout))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
@@ -284,11 +289,12 @@ class Containerd:
 
     def wait_for_log(self, needle: str, count: int = 1, timeout: float = 15.0) -> None:
         """Wait until the current run's log holds ``needle`` at least ``count`` times."""
-        deadline = time.monotonic() + timeout
+        end = deadline(timeout)
         while self.log_text(since_start=True).count(needle) < count:
-            if time.monotonic() > deadline:
+            if time.monotonic() > end:
                 raise ContainerdError(
-                    f"containerd log has not shown {needle!r} {count} time(s) in {timeout}s:\n"
+                    f"containerd log has not shown {needle!r} {count} time(s) in "
+                    f"{scaled(timeout):g}s:\n"
                     f"{self.log_tail()}"
                 )
             time.sleep(0.02)
@@ -297,8 +303,8 @@ class Containerd:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
     def _wait_socket(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        end = deadline(timeout)
+        while time.monotonic() < end:
             if self._proc is None or self._proc.poll() is not None:
                 raise ContainerdError(
                     f"containerd exited during start-up; log {self.layout.log}:\n{self.log_tail()}"
@@ -311,7 +317,9 @@ class Containerd:
                     except OSError:
                         pass
             time.sleep(0.05)
-        raise ContainerdError(f"containerd did not listen within {timeout}s; log {self.layout.log}")
+        raise ContainerdError(
+            f"containerd did not listen within {scaled(timeout):g}s; log {self.layout.log}"
+        )
 
     # -- images -------------------------------------------------------------------------------
 
@@ -325,7 +333,7 @@ class Containerd:
             K8S_NAMESPACE,
             *args,
         ]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(120), check=False)
         if check and out.returncode != 0:
             raise ContainerdError(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
         return out

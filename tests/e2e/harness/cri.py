@@ -28,28 +28,13 @@ from typing import Any
 import grpc
 
 from tests.e2e.harness import images, paths
-
-# Kubernetes QoS classes -> kubelet cgroupfs parent of a pod (the cgroupfs driver layout).
-QOS_PARENTS = {
-    "guaranteed": "/kubepods",
-    "burstable": "/kubepods/burstable",
-    "besteffort": "/kubepods/besteffort",
-}
-
-
-def pod_cgroup_parent(qos: str, uid: str) -> str:
-    """The kubelet's cgroupfs parent for a pod: ``/kubepods[/burstable|/besteffort]/pod<uid>``."""
-    try:
-        base = QOS_PARENTS[qos]
-    except KeyError:
-        choices = sorted(QOS_PARENTS)
-        raise ValueError(f"unknown Kubernetes QoS class {qos!r}; one of {choices}") from None
-    return f"{base}/pod{uid}"
+from tests.e2e.harness.kubelet import KubeletLayout, layout_from_env
+from tests.e2e.harness.timing import deadline, scaled
 
 
 @dataclass
 class PodSpec:
-    """A pod as the kubelet would describe it to CRI (host network, cgroupfs parent)."""
+    """A pod as the kubelet would describe it to CRI (host network, its driver's cgroup parent)."""
 
     name: str
     uid: str
@@ -58,6 +43,7 @@ class PodSpec:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     host_network: bool = True
+    layout: KubeletLayout = field(default_factory=layout_from_env)
 
     @classmethod
     def new(cls, name: str | None = None, **kwargs: Any) -> PodSpec:
@@ -66,7 +52,13 @@ class PodSpec:
 
     @property
     def cgroup_parent(self) -> str:
-        return pod_cgroup_parent(self.qos, self.uid)
+        """What CRI is told: a cgroupfs path or a systemd slice name."""
+        return self.layout.pod_parent(self.qos, self.uid)
+
+    @property
+    def cgroup_dir(self) -> str:
+        """The pod's cgroup under a hierarchy root."""
+        return self.layout.pod_dir(self.qos, self.uid)
 
 
 @dataclass
@@ -114,7 +106,7 @@ class CriClient:
     def __init__(self, address: Path, timeout: float = 30.0) -> None:
         self.pb, grpc_mod = load_stubs()
         self.address = address
-        self.timeout = timeout
+        self.timeout = scaled(timeout)
         self.channel = grpc.insecure_channel(f"unix://{address}")
         self.runtime = grpc_mod.RuntimeServiceStub(self.channel)
         self.images = grpc_mod.ImageServiceStub(self.channel)
@@ -128,20 +120,20 @@ class CriClient:
 
     def wait_ready(self, timeout: float = 30.0) -> str:
         """Block until CRI answers Version and reports itself ready; return the runtime version."""
-        deadline = time.monotonic() + timeout
+        end = deadline(timeout)
         last: Exception | None = None
-        while time.monotonic() < deadline:
+        while time.monotonic() < end:
             try:
                 version = self.runtime.Version(
-                    self.pb.VersionRequest(), timeout=2.0, wait_for_ready=True
+                    self.pb.VersionRequest(), timeout=scaled(2.0), wait_for_ready=True
                 )
-                status = self.runtime.Status(self.pb.StatusRequest(), timeout=2.0)
+                status = self.runtime.Status(self.pb.StatusRequest(), timeout=scaled(2.0))
                 if all(c.status for c in status.status.conditions if c.type == "RuntimeReady"):
                     return str(version.runtime_version)
             except grpc.RpcError as err:
                 last = err
             time.sleep(0.1)
-        raise TimeoutError(f"CRI at {self.address} not ready within {timeout}s: {last}")
+        raise TimeoutError(f"CRI at {self.address} not ready within {scaled(timeout):g}s: {last}")
 
     # -- pods ---------------------------------------------------------------------------------
 

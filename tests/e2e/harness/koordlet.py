@@ -23,6 +23,8 @@ from types import TracebackType
 
 from tests.e2e.harness import paths
 from tests.e2e.harness.node import Node
+from tests.e2e.harness.timing import deadline, scaled
+from tests.e2e.harness.vm import in_guest
 
 PLUGIN_ID = "00-koordlet_nri"
 
@@ -31,6 +33,27 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def probes_off_in_vm(args: tuple[str, ...]) -> tuple[str, ...]:
+    """``args``, with the run-queue probes off in the VM unless the test is about them.
+
+    koordlet compiles its eBPF program at every start (SchedLatencyCollector, on by default):
+    a second of CPU here, about 15 s under the VM's emulation, and a test starts koordlet
+    once or more. The VM tier's inspection tests pass --sched-latency-* and keep them.
+    """
+    gate = "SchedLatencyCollector=false"
+    if not in_guest() or any("SchedLatency" in a or "sched-latency" in a for a in args):
+        return args
+    out = list(args)
+    for i, arg in enumerate(out):
+        if arg == "--feature-gates" and i + 1 < len(out):
+            out[i + 1] = f"{out[i + 1]},{gate}"
+            return tuple(out)
+        if arg.startswith("--feature-gates="):
+            out[i] = f"{arg},{gate}"
+            return tuple(out)
+    return (*out, "--feature-gates", gate)
 
 
 class KoordletProcess:
@@ -70,7 +93,7 @@ class KoordletProcess:
             "2s",
             "--containerd-endpoint",
             str(node.containerd.layout.address),
-            *args,
+            *probes_off_in_vm(args),
         ]
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -95,7 +118,7 @@ class KoordletProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(10)
+                self.proc.wait(scaled(10))
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
@@ -110,7 +133,8 @@ class KoordletProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def metrics_text(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as response:
+        url = f"http://127.0.0.1:{self.port}/metrics"
+        with urllib.request.urlopen(url, timeout=scaled(5)) as response:
             return str(response.read().decode())
 
     def metric(self, name: str, **labels: str) -> float:
@@ -130,13 +154,14 @@ class KoordletProcess:
         self, condition: Callable[[], bool], timeout: float = 10, what: str = "condition"
     ) -> None:
         """Poll ``condition`` until it holds; else fail with the tail of koordlet's log."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        end = deadline(timeout)
+        while time.monotonic() < end:
             if condition():
                 return
             time.sleep(0.2)
         raise TimeoutError(
-            f"{what} not reached in {timeout}s; koordlet log tail:\n{self.log_text()[-3000:]}"
+            f"{what} not reached in {scaled(timeout):g}s; "
+            f"koordlet log tail:\n{self.log_text()[-3000:]}"
         )
 
     def __enter__(self) -> KoordletProcess:

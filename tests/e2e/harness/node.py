@@ -29,6 +29,8 @@ import grpc
 from tests.e2e.harness.cgroups import CgroupJanitor, CgroupReader, CgroupValues
 from tests.e2e.harness.containerd import Containerd, Settings
 from tests.e2e.harness.cri import ContainerSpec, CriClient, PodSpec
+from tests.e2e.harness.kubelet import Slices
+from tests.e2e.harness.timing import deadline
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,10 @@ class Node:
     def __init__(self, containerd: Containerd, reader: CgroupReader | None = None) -> None:
         self.containerd = containerd
         self.reader = reader or CgroupReader()
-        self.janitor = CgroupJanitor(self.reader)
+        self.layout = containerd.settings.layout
+        self.janitor = CgroupJanitor(self.reader, self.layout.qos_dirs())
+        # With the systemd driver the kubelet makes the QoS and pod slices; here the harness.
+        self.slices = Slices() if self.layout.systemd else None
         self.cri = CriClient(containerd.layout.address)
         self.pods: dict[str, PodSpec] = {}
         self._problems: list[str] | None = None  # set once torn down
@@ -69,7 +74,11 @@ class Node:
     # -- workloads ----------------------------------------------------------------------------
 
     def run_pod(self, pod: PodSpec) -> str:
-        self.janitor.track(pod.cgroup_parent)
+        if pod.layout != self.layout:
+            raise ValueError(f"{pod.name} is laid out for {pod.layout.driver}, not this node")
+        self.janitor.track(pod.cgroup_dir)
+        if self.slices is not None:
+            self.slices.start_pod(pod.cgroup_parent)
         pod_id = self.cri.run_pod(pod, self.log_dir)
         self.pods[pod_id] = pod
         return pod_id
@@ -87,14 +96,14 @@ class Node:
         self.cri.remove_pod(pod_id)
 
     def container_cgroup(self, pod_id: str, container_id: str) -> str:
-        """The container's cgroup path (containerd's cgroupfs driver: parent/<id>)."""
-        return f"{self.pods[pod_id].cgroup_parent}/{container_id}"
+        """The container's cgroup (cgroupfs: pod/<id>; systemd: pod/cri-containerd-<id>.scope)."""
+        return self.layout.container_dir(self.pods[pod_id].cgroup_dir, container_id)
 
     def container_values(self, pod_id: str, container_id: str) -> CgroupValues:
         return self.reader.values(self.container_cgroup(pod_id, container_id))
 
     def pod_values(self, pod_id: str) -> CgroupValues:
-        return self.reader.values(self.pods[pod_id].cgroup_parent)
+        return self.reader.values(self.pods[pod_id].cgroup_dir)
 
     # -- teardown -----------------------------------------------------------------------------
 
@@ -128,6 +137,8 @@ class Node:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
                 self._wait_empty(cgroup)
+        if self.slices is not None:
+            problems += self.slices.stop_all()
         problems += self.janitor.cleanup()
         problems += [f"cgroup left: {c}" for c in self.janitor.leftovers()]
         self._problems = problems
@@ -135,9 +146,9 @@ class Node:
 
     def _wait_empty(self, cgroup: str, timeout: float = 5.0) -> set[int]:
         """Pids still in ``cgroup`` after waiting up to ``timeout`` for exiting tasks."""
-        deadline = time.monotonic() + timeout
+        end = deadline(timeout)
         pids = self.reader.procs(cgroup)
-        while pids and time.monotonic() < deadline:
+        while pids and time.monotonic() < end:
             time.sleep(0.05)
             pids = self.reader.procs(cgroup)
         return pids

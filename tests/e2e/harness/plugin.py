@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from nri_plugin import Stub
 from tests.e2e.harness import paths
+from tests.e2e.harness.timing import deadline, scaled
 
 T = TypeVar("T")
 
@@ -53,16 +54,16 @@ class PluginThread:
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float = 10) -> T:
         """Run ``coro`` on the plugin's loop and return its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(scaled(timeout))
 
     def wait_registrations(self, count: int, timeout: float = 15) -> None:
         """Wait until the stub has been configured ``count`` times in all."""
-        deadline = time.monotonic() + timeout
+        end = deadline(timeout)
         while self.stub.registrations < count:
             if self._task is not None and self._task.done():
                 self._task.result()  # re-raise why it stopped
                 raise RuntimeError("plugin stopped")
-            if time.monotonic() > deadline:
+            if time.monotonic() > end:
                 raise TimeoutError(
                     f"plugin registered {self.stub.registrations} times, wanted {count}"
                 )

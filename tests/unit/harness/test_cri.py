@@ -8,31 +8,19 @@ from tests.e2e.harness.cri import (
     PodSpec,
     linux_resources,
     load_stubs,
-    pod_cgroup_parent,
 )
+from tests.e2e.harness.kubelet import KubeletLayout
 
 
-@pytest.mark.parametrize(
-    ("qos", "parent"),
-    [
-        pytest.param("guaranteed", "/kubepods/podU", id="guaranteed"),
-        pytest.param("burstable", "/kubepods/burstable/podU", id="burstable"),
-        pytest.param("besteffort", "/kubepods/besteffort/podU", id="besteffort"),
-    ],
-)
-def test_pod_cgroup_parent_follows_the_kubelet_layout(qos: str, parent: str) -> None:
-    assert pod_cgroup_parent(qos, "U") == parent
-
-
-def test_unknown_qos_class_is_refused_with_the_choices() -> None:
-    with pytest.raises(ValueError, match=r"unknown Kubernetes QoS class 'gold'.*besteffort"):
-        pod_cgroup_parent("gold", "U")
-
-
-def test_new_pods_get_fresh_uids_and_matching_parents() -> None:
-    a, b = PodSpec.new(qos="besteffort"), PodSpec.new(qos="besteffort")
+def test_new_pods_get_fresh_uids_and_their_drivers_parents() -> None:
+    cgroupfs, systemd = KubeletLayout("cgroupfs"), KubeletLayout("systemd")
+    a = PodSpec.new(qos="besteffort", layout=cgroupfs)
+    b = PodSpec.new(qos="besteffort", layout=systemd)
     assert a.uid != b.uid
-    assert a.cgroup_parent == f"/kubepods/besteffort/pod{a.uid}"
+    assert a.cgroup_parent == a.cgroup_dir == f"/kubepods/besteffort/pod{a.uid}"
+    escaped = b.uid.replace("-", "_")
+    assert b.cgroup_parent == f"kubepods-besteffort-pod{escaped}.slice"
+    assert b.cgroup_dir.endswith(f"/kubepods-besteffort.slice/{b.cgroup_parent}")
 
 
 def test_linux_resources_sets_only_the_requested_fields() -> None:

@@ -10,11 +10,11 @@ import pytest
 from koordapi import keys
 from koordapi.errors import ModelError
 from koordapi.features import FeatureGates
-from koordapi.qos import QoSClass
+from koordapi.qos import KubeQoS, QoSClass
 from koordlet.states.nodeconfig import NodeConfigFile, parse_node_config
 from koordlet.states.pods import PodStore, cgroup_dir
 from koordlet.states.snapshot import build_rules
-from koordlet.states.topology import Topology, read_topology
+from koordlet.states.topology import Topology, has_cpu_idle, kernel_release, read_topology
 from nri_plugin import api
 from runtimehooks.rules import KernelFeatures
 
@@ -183,6 +183,40 @@ def test_synchronize_leaves_out_stopped_containers() -> None:
     assert list(known.containers) == ["c1"]
 
 
+def _sandbox(pod_id: str, parent: str) -> api.PodSandbox:
+    return api.PodSandbox(
+        id=pod_id, uid=f"u-{pod_id}", linux=api.LinuxPodSandbox(cgroup_parent=parent)
+    )
+
+
+def test_cgroup_driver_is_the_flag_then_the_pods_then_the_tree(tmp_path: Path) -> None:
+    (tmp_path / "cpu" / "kubepods.slice").mkdir(parents=True)  # a v1 tree laid out by systemd
+    tree = PodStore(cgroup_root=tmp_path)
+    assert tree.cgroup_driver() == "systemd"
+    assert tree.kube_qos_dirs()[KubeQoS.BESTEFFORT] == "kubepods.slice/kubepods-besteffort.slice"
+    # a pod's NRI path is the runtime's own word, and wins over the tree
+    tree.put_pod(_sandbox("a", "/kubepods/besteffort/podu-a"))
+    assert tree.cgroup_driver() == "cgroupfs"
+    assert tree.kube_qos_dirs()[KubeQoS.BESTEFFORT] == "kubepods/besteffort"
+    # --cgroup-driver wins over both
+    flagged = PodStore("systemd", tmp_path)
+    flagged.put_pod(_sandbox("a", "/kubepods/besteffort/podu-a"))
+    assert flagged.cgroup_driver() == "systemd"
+    # nothing to go by: cgroupfs, as the kubelet's own default
+    assert PodStore(cgroup_root=tmp_path / "empty").cgroup_driver() == "cgroupfs"
+    with pytest.raises(ValueError, match="unknown cgroup driver 'openrc'"):
+        PodStore("openrc")
+
+
+def test_a_v2_tree_with_only_kubepods_is_cgroupfs(tmp_path: Path) -> None:
+    (tmp_path / "kubepods" / "besteffort").mkdir(parents=True)
+    (tmp_path / "cgroup.controllers").write_text("cpu memory\n")
+    store = PodStore(cgroup_root=tmp_path)
+    assert store.cgroup_driver() == "cgroupfs"
+    store.put_pod(_sandbox("s", "kubepods-besteffort-podu_s.slice"))
+    assert store.cgroup_driver() == "systemd"
+
+
 def test_topology_reads_cpus_numa_nodes_and_memory(tmp_path: Path) -> None:
     cpu = tmp_path / "sys" / "devices" / "system" / "cpu"
     cpu.mkdir(parents=True)
@@ -220,3 +254,29 @@ def test_unknown_topology_gives_one_core_per_cpu() -> None:
         (1, 1, 0, 0),
         (2, 2, 1, 1),
     ]
+
+
+@pytest.mark.parametrize(
+    ("release", "parsed"),
+    [
+        ("6.12.117+deb12-amd64", (6, 12)),
+        ("5.15.0-91-generic", (5, 15)),
+        ("5.14.21-150500.55-default", (5, 14)),
+        ("6.18.44-fc-v669", (6, 18)),
+        ("garbage", (0, 0)),
+    ],
+)
+def test_kernel_releases_parse_to_major_and_minor(release: str, parsed: tuple[int, int]) -> None:
+    assert kernel_release(release) == parsed
+
+
+def test_cpu_idle_before_any_cgroup_has_the_cpu_controller(tmp_path: Path) -> None:
+    # A systemd node at koordlet's start: kubepods.slice exists but nobody asked for CPU yet.
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (tmp_path / "kubepods.slice").mkdir()
+    assert has_cpu_idle(tmp_path, "6.12.117+deb12-amd64")
+    assert not has_cpu_idle(tmp_path, "5.10.0-26-amd64")  # no cpu.idle before 5.15
+    (tmp_path / "cgroup.controllers").write_text("memory pids\n")
+    assert not has_cpu_idle(tmp_path, "6.12.117+deb12-amd64")  # no cpu controller at all
+    (tmp_path / "kubepods.slice" / "cpu.idle").write_text("0\n")
+    assert has_cpu_idle(tmp_path, "5.10.0-26-amd64")  # a cgroup that shows it wins

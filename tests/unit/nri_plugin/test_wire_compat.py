@@ -1,4 +1,5 @@
-"""Our NRI and ttrpc definitions against upstream's, compiled from Debian's Go sources.
+"""Our NRI and ttrpc definitions against upstream's, compiled from Debian's Go sources: NRI
+0.6.1 (containerd 1.7.24's, from trixie) and 0.8.0 (containerd 2.1's, from sid).
 
 Every field upstream defines must exist here with the same number, type, label and message
 type; every field we add must be one the newer NRI versions added (listed below, by version);
@@ -59,11 +60,17 @@ def _local(type_name: str, package: str) -> str:
     return type_name.removeprefix(f".{package}.")
 
 
-@pytest.fixture(scope="module")
-def upstream_nri(tmp_path_factory: pytest.TempPathFactory) -> FDP:
-    _require(paths.UPSTREAM_NRI_PROTO)
-    include = paths.UPSTREAM_NRI_PROTO.parent
-    return compile_descriptors(include, "api.proto", tmp=tmp_path_factory.mktemp("nri"))[
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(paths.UPSTREAM_NRI_PROTO, id="nri-0.6.1"),
+        pytest.param(paths.UPSTREAM_NRI_08_PROTO, id="nri-0.8.0"),
+    ],
+)
+def upstream_nri(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FDP:
+    proto: Path = request.param
+    _require(proto)
+    return compile_descriptors(proto.parent, "api.proto", tmp=tmp_path_factory.mktemp("nri"))[
         "api.proto"
     ]
 

@@ -142,15 +142,13 @@ def node(port: int, *, https_port: int = 10250) -> dict[str, Any]:
     }
 
 
-def http_sync(
-    store: PodStore, server: FakeKubelet, *, systemd: bool = False, timeout: float = 2.0
-) -> KubeletPodSync:
+def http_sync(store: PodStore, server: FakeKubelet, *, timeout: float = 2.0) -> KubeletPodSync:
     client = KubeletClient(
         lambda: resolve_endpoint(node(server.port), insecure_tls=True, read_only_port=server.port),
         timeout=timeout,
         token_file=None,
     )
-    return KubeletPodSync(store, client.get_pods, systemd=systemd)
+    return KubeletPodSync(store, client.get_pods)
 
 
 def nri_pod(store: PodStore) -> None:
@@ -192,8 +190,8 @@ def test_unknown_pods_are_added_with_cgroup_dirs_and_qos(kubelet: FakeKubelet) -
 
 
 def test_systemd_layout() -> None:
-    store = PodStore()
-    sync = KubeletPodSync(store, lambda: [LS_POD, BE_POD], systemd=True)
+    store = PodStore(cgroup_driver="systemd")
+    sync = KubeletPodSync(store, lambda: [LS_POD, BE_POD])
     sync.reconcile([LS_POD, BE_POD])
     ls = store.pod(KEY_PREFIX + UID_LS)
     assert ls is not None
@@ -222,7 +220,7 @@ def test_known_pod_is_enriched_not_duplicated(kubelet: FakeKubelet) -> None:
 
 def test_pod_reported_by_nri_later_replaces_the_kubelet_entry() -> None:
     store = PodStore()
-    sync = KubeletPodSync(store, list, systemd=False)
+    sync = KubeletPodSync(store, list)
     sync.reconcile([NRI_POD])
     assert store.pod(KEY_PREFIX + UID_NRI) is not None
     nri_pod(store)

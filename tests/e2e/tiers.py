@@ -1,0 +1,183 @@
+"""The e2e suite's tiers: which tests run on which platform, and one command to run them.
+
+The same tests run on several platforms; a tier is a platform and the tests whose behaviour
+differs there. On this machine (cgroup v1, hybrid layout) everything runs against containerd
+1.7, and what depends on the runtime's version again against 2.1. In the VM (cgroup v2, systemd
+as PID 1: tests/e2e/harness/vm.py) the tests whose behaviour differs by cgroup version run against
+containerd 2.1, the NRI, hook and install tests again against 1.7, and with the systemd cgroup
+driver what depends on the cgroup layout, with the systemd unit's own test. Under software
+emulation the VM is 10-40 times slower, which is why it runs a chosen part and not everything.
+
+| tier | runs in | cgroup | driver | containerd | tests |
+|---|---|---|---|---|---|
+| host | this machine | v1 | cgroupfs | 1.7 | all but test_systemd.py |
+| host-containerd2 | this machine | v1 | cgroupfs | 2.1 | CRI, NRI, hooks, install |
+| v2 | VM | v2 | cgroupfs | 2.1 | CRI, hooks, reconciler, QoS manager, metrics, inspect, ... |
+| v2-containerd17 | VM | v2 | cgroupfs | 1.7 | NRI, hooks, install |
+| v2-systemd | VM | v2 | systemd | 2.1 | CRI layout, hooks, QoS manager, test_systemd.py |
+
+Usage::
+
+    python -m tests.e2e.tiers host host-containerd2      # here
+    python -m tests.e2e.tiers --vm v2 v2-containerd17 v2-systemd   # boots the VM, runs them there
+
+``KOORD_E2E_TIER`` tells the suite's conftest which tier a pytest run is; it deselects the tests
+not in that tier.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+from tests.e2e.harness import kubelet, paths, vm
+
+TIER_ENV = "KOORD_E2E_TIER"
+REQUIRED_ENV = "KOORD_E2E_REQUIRED"
+E2E = "tests/e2e/"
+
+
+@dataclass(frozen=True)
+class Tier:
+    name: str
+    vm: bool
+    env: dict[str, str] = field(default_factory=dict)
+    # pytest node-id prefixes relative to tests/e2e/ ("test_nri.py", "test_x.py::test_y");
+    # empty: every test.
+    tests: tuple[str, ...] = ()
+    timeout: int = 300  # seconds per test (pytest-timeout): a hung test ends, not the run
+
+
+CONTAINERD2 = {paths.CONTAINERD_ENV: "2.1"}
+CONTAINERD17 = {paths.CONTAINERD_ENV: "1.7"}
+SYSTEMD = {kubelet.DRIVER_ENV: "systemd"}
+
+TIERS = {
+    t.name: t
+    for t in [
+        Tier("host", vm=False, env=CONTAINERD17),
+        Tier(
+            "host-containerd2",
+            vm=False,
+            env=CONTAINERD2,
+            tests=("test_containerd_cri.py", "test_nri.py", "test_koordlet.py", "test_install.py"),
+        ),
+        Tier(
+            "v2",
+            vm=True,
+            env=CONTAINERD2,
+            timeout=900,
+            tests=(
+                "test_containerd_cri.py",
+                "test_koordlet.py",
+                "test_nri.py",
+                "test_install.py",
+                "test_qos_manager.py",
+                "test_metrics.py",
+                "test_inspect.py::test_waits_are_recorded_under_the_waking_pod_and_not_another",
+                "test_inspect.py::test_without_bcc_koordlet_runs_and_says_why",
+                "test_netqos.py",
+                "test_chain.py",
+            ),
+        ),
+        Tier(
+            "v2-containerd17",
+            vm=True,
+            env=CONTAINERD17,
+            timeout=900,
+            tests=("test_nri.py", "test_koordlet.py", "test_install.py"),
+        ),
+        Tier(
+            "v2-systemd",
+            vm=True,
+            env={**CONTAINERD2, **SYSTEMD},
+            timeout=900,
+            tests=(
+                "test_containerd_cri.py",
+                "test_koordlet.py",
+                "test_qos_manager.py",
+                "test_metrics.py",
+                "test_systemd.py",
+            ),
+        ),
+    ]
+}
+# Tests that only make sense in some tiers (deselected everywhere else).
+ONLY_IN = {"test_systemd.py": {"v2-systemd"}}
+
+
+def selected(nodeid: str, tier_name: str) -> bool:
+    """Whether the test ``nodeid`` ("tests/e2e/test_x.py::test_y[p]") runs in the tier."""
+    if not nodeid.startswith(E2E):
+        return True  # not an e2e test: tiers say nothing about it
+    rel = nodeid.removeprefix(E2E)
+    for prefix, tiers in ONLY_IN.items():
+        if rel.startswith(prefix) and tier_name not in tiers:
+            return False
+    tier = TIERS[tier_name]
+    return not tier.tests or any(
+        rel == t or rel.startswith((f"{t}::", f"{t}[")) for t in tier.tests
+    )
+
+
+def pytest_command(tier: Tier) -> list[str]:
+    return [
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        f"--timeout={tier.timeout}", "--durations=5", "tests/e2e",
+    ]  # fmt: skip
+
+
+def run_here(names: list[str]) -> int:
+    """Run the tiers one after the other in this machine (or guest); 1 if any failed."""
+    results = []
+    for name in names:
+        tier = TIERS[name]
+        env = dict(os.environ, **tier.env, **{TIER_ENV: name})
+        print(f"tiers: {name}: {' '.join(f'{k}={v}' for k, v in tier.env.items())}", flush=True)
+        start = time.monotonic()
+        rc = subprocess.run(pytest_command(tier), env=env, check=False).returncode
+        results.append((name, rc, time.monotonic() - start))
+    for name, rc, seconds in results:
+        print(f"tiers: {name}: {'passed' if rc == 0 else f'FAILED (exit {rc})'} in {seconds:.0f} s")
+    return 0 if all(rc == 0 for _, rc, _ in results) else 1
+
+
+def run_in_vm(names: list[str], timeout: float) -> int:
+    """Boot the VM and run the tiers in it; a VM that cannot run here is a skip, or a failure
+    under KOORD_E2E_REQUIRED=1."""
+    missing = vm.missing_prerequisites()
+    if missing:
+        print(f"tiers: the VM tiers cannot run here: {'; '.join(missing)}", file=sys.stderr)
+        if os.environ.get(REQUIRED_ENV) == "1":
+            print(f"tiers: {REQUIRED_ENV}=1: that is a failure", file=sys.stderr)
+            return 1
+        print("tiers: skipped", file=sys.stderr)
+        return 0
+    env = {k: v for k, v in os.environ.items() if k == REQUIRED_ENV}
+    command = [sys.executable, "-m", "tests.e2e.tiers", *names]
+    return vm.run(command, cwd=paths.REPO_ROOT, timeout=timeout, env=env).rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.e2e.tiers", description=__doc__)
+    parser.add_argument("--vm", action="store_true", help="run the tiers in a fresh VM")
+    parser.add_argument("--vm-timeout", type=float, default=2700, help="seconds (VM)")
+    parser.add_argument("tiers", nargs="+", choices=sorted(TIERS))
+    args = parser.parse_args(argv)
+    if args.vm:
+        wrong = [n for n in args.tiers if not TIERS[n].vm]
+        if wrong:
+            parser.error(f"{', '.join(wrong)}: not a VM tier (run it without --vm)")
+        return run_in_vm(args.tiers, args.vm_timeout)
+    wrong = [n for n in args.tiers if TIERS[n].vm and not vm.in_guest()]
+    if wrong:
+        parser.error(f"{', '.join(wrong)}: a VM tier (run it with --vm)")
+    return run_here(args.tiers)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

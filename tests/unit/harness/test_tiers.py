@@ -1,0 +1,61 @@
+"""Which e2e tests run in which tier (tests/e2e/tiers.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import tiers
+from tests.e2e.harness import vm
+
+
+def test_the_host_tier_runs_everything_but_what_belongs_elsewhere() -> None:
+    assert tiers.selected("tests/e2e/test_nri.py::test_a", "host")
+    assert tiers.selected("tests/e2e/test_chain.py::test_b[x]", "host")
+    assert not tiers.selected("tests/e2e/test_systemd.py::test_c", "host")
+
+
+def test_a_tier_runs_its_files_and_named_tests_only() -> None:
+    assert tiers.selected("tests/e2e/test_koordlet.py::test_a", "v2")
+    assert not tiers.selected("tests/e2e/test_chain.py::test_a", "v2-containerd17")
+    named = (
+        "tests/e2e/test_inspect.py::"
+        + "test_waits_are_recorded_under_the_waking_pod_and_not_another"
+    )
+    assert tiers.selected(named, "v2")
+    assert tiers.selected(named + "[p]", "v2")
+    assert not tiers.selected(named + "_too", "v2")  # a prefix of a name is not the test
+    assert not tiers.selected("tests/e2e/test_inspect.py::test_other", "v2")
+    assert tiers.selected("tests/e2e/test_systemd.py::test_c", "v2-systemd")
+
+
+def test_unit_tests_are_never_deselected() -> None:
+    assert tiers.selected("tests/unit/koordlet/test_x.py::test_y", "v2-systemd")
+
+
+def test_every_tier_names_tests_that_exist() -> None:
+    e2e = Path(tiers.__file__).parent
+    for tier in tiers.TIERS.values():
+        for test in tier.tests:
+            assert (e2e / test.split("::")[0]).is_file(), (tier.name, test)
+
+
+def test_vm_tiers_are_refused_outside_the_vm(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        tiers.main(["v2"])
+    assert "a VM tier (run it with --vm)" in capsys.readouterr().err
+
+
+def test_a_vm_that_cannot_run_is_a_skip_or_under_required_a_failure(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(vm, "missing_prerequisites", lambda: ["qemu-system-x86_64"])
+    monkeypatch.delenv(tiers.REQUIRED_ENV, raising=False)
+    assert tiers.main(["--vm", "v2"]) == 0
+    assert "cannot run here: qemu-system-x86_64" in capsys.readouterr().err
+    monkeypatch.setenv(tiers.REQUIRED_ENV, "1")
+    assert tiers.main(["--vm", "v2"]) == 1
+    assert "KOORD_E2E_REQUIRED=1: that is a failure" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        tiers.main(["--vm", "host"])
