@@ -33,7 +33,7 @@ unit:
 
 # The end-to-end tiers (tests/e2e/tiers.py). KOORD_E2E_REQUIRED=1: a skipped end-to-end test,
 # or a VM that cannot boot here, is a failure.
-e2e: e2e-host
+e2e: e2e-host e2e-v2
 
 # This machine: cgroup v1, containerd 1.7 (all tests) and 2.1 (what depends on its version).
 e2e-host:

@@ -27,6 +27,7 @@ from scheduler import extender
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess
 from tests.e2e.harness.node import Node
+from tests.e2e.harness.timing import scaled
 
 NS = "koordinator-system"
 RESERVED_MILLI = 100  # capacity - allocatable on the Node built here
@@ -108,7 +109,7 @@ def koordctl_status(addr: str) -> subprocess.CompletedProcess[str]:
         [str(binary), "status", "--addr", addr],
         capture_output=True,
         text=True,
-        timeout=20,
+        timeout=scaled(20),
         env=env,
         check=False,
     )

@@ -20,6 +20,7 @@ from koordlet.ctl import render_inspect
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess
 from tests.e2e.harness.node import Node
+from tests.e2e.harness.timing import scaled
 
 FAST = ("--sched-latency-interval", "1s")
 WAKE_LOOP = ["/bin/sh", "-c", "while :; do usleep 2000; done"]  # wakes 500 times a second
@@ -34,7 +35,7 @@ SERVICE = [
 
 def api(koordlet: KoordletProcess, path: str, **query: str) -> Any:
     url = f"http://127.0.0.1:{koordlet.port}{path}?{urllib.parse.urlencode(query)}"
-    with urllib.request.urlopen(url, timeout=5) as reply:
+    with urllib.request.urlopen(url, timeout=scaled(5)) as reply:
         return json.loads(reply.read())
 
 
@@ -83,7 +84,7 @@ def test_waits_are_recorded_under_the_waking_pod_and_not_another(node: Node) -> 
             [str(koordctl), "inspect", "--once", "--addr", f"127.0.0.1:{koordlet.port}"],
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=scaled(30),
             check=True,
         ).stdout
         rows = {line.split()[0]: line.split() for line in shown.splitlines() if line.strip()}

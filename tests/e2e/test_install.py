@@ -15,6 +15,7 @@ from koordapi import keys
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess, free_port
 from tests.e2e.harness.node import Node
+from tests.e2e.harness.timing import scaled
 
 MiB = 1 << 20
 KOORDCTL = Path(sys.executable).parent / "koordctl"
@@ -104,7 +105,7 @@ def install_plugin(node: Node, koordlet_args: str) -> tuple[Path, Path]:
          "--containerd-bin", str(node.containerd.bin_dir / "containerd"),
          "--config-dir", str(config_dir),
          f"--koordlet-args={koordlet_args}"],  # "=": the value starts with "--"
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True, text=True, timeout=scaled(60), check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert f"wrote {layout.nri_plugin_path / '00-koordlet'}" in done.stdout
@@ -149,7 +150,7 @@ def test_containerd_launches_the_installed_koordlet_which_adjusts_containers(
         100000,
         512 * MiB,
     )
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=scaled(5)) as reply:
         assert 'node="e2e-node"' in reply.read().decode()  # NODE_NAME from koordlet.env
 
     node.restart_containerd()  # the old plugin ends with the socket; a new one registers

@@ -193,8 +193,9 @@ def test_a_value_changed_behind_koordlets_back_is_restored(
     pod_id = node.run_pod(be_pod({"batch": (500, 1000, 256 * MiB, 512 * MiB)}))
     cid = node.run_container(pod_id, ContainerSpec("batch"))
 
-    node.reader.write_cpu_share(node.container_cgroup(pod_id, cid), 100)  # our own container
-    assert node.container_values(pod_id, cid).cpu_share == node.reader.cpu_share(100)
+    # Our own container. The kernel took the value once the write returned; no read-back, as
+    # koordlet may already have restored it by then (seen in the VM).
+    node.reader.write_cpu_share(node.container_cgroup(pod_id, cid), 100)
 
     koordlet.wait_until(
         lambda: node.container_values(pod_id, cid).cpu_share == node.reader.cpu_share(512),

@@ -18,6 +18,7 @@ from tests.e2e.harness import paths
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess
 from tests.e2e.harness.node import Node
+from tests.e2e.harness.timing import scaled
 
 BUSY_LOOP = ["/bin/sh", "-c", "while :; do :; done"]
 
@@ -94,7 +95,7 @@ def test_metrics_pass_promtool(koordlet: KoordletProcess) -> None:
         input=text,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=scaled(30),
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr

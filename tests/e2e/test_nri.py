@@ -14,6 +14,7 @@ from tests.e2e.harness import paths
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.node import Node
 from tests.e2e.harness.plugin import PluginProcess, PluginThread, install_preinstalled
+from tests.e2e.harness.timing import scaled
 from tests.e2e.plugins.shares import Shares
 
 
@@ -165,7 +166,7 @@ def test_koordctl_nri_events_prints_each_message_as_json(node: Node) -> None:
         node.cri.stop_container(cid)
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=scaled(10))
 
     assert proc.returncode == 0, err
     records = [json.loads(line) for line in out.splitlines()]

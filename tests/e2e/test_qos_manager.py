@@ -11,6 +11,7 @@ Each test prints the koordlet log lines of the QoS actions (``-s`` shows them): 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -24,6 +25,7 @@ from koordlet.ctl import render_explain
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess
 from tests.e2e.harness.node import Node
+from tests.e2e.harness.timing import scaled
 
 CHUNK = 64 << 20  # the memory hog allocates in 64 MiB strings
 RUNNING, EXITED = 1, 2  # CRI ContainerState
@@ -44,7 +46,7 @@ def qos_lines(koordlet: KoordletProcess) -> list[str]:
 
 def explain(koordlet: KoordletProcess, pod: str) -> dict[str, Any]:
     url = f"http://127.0.0.1:{koordlet.port}/api/v1/explain?pod={pod}"
-    with urllib.request.urlopen(url, timeout=5) as reply:
+    with urllib.request.urlopen(url, timeout=scaled(5)) as reply:
         return dict(json.loads(reply.read()))
 
 
@@ -155,15 +157,22 @@ def test_be_memory_hog_is_evicted_and_the_ls_pod_keeps_running(node: Node) -> No
         def state(cid: str) -> int:
             return int(node.cri.container_status(cid).status.state)
 
+        def evictions() -> list[str]:
+            return [line for line in qos_lines(koordlet) if "kind=evict" in line]
+
         koordlet.wait_until(lambda: state(hog) == EXITED, 90, "the BE hog stopped")
         assert state(ls_cid) == RUNNING  # the service was never touched
-        evictions = [line for line in qos_lines(koordlet) if "kind=evict" in line]
+        # koordlet writes the audit line once the runtime has stopped the container: the
+        # container can be seen stopped a moment before the line is there (seen in the VM).
+        with contextlib.suppress(TimeoutError):
+            koordlet.wait_until(lambda: bool(evictions()), 10, "the eviction's audit line")
         stopped = node.cri.container_status(hog).status
         why = f"hog exit {stopped.exit_code} ({stopped.reason}), node memory {meminfo()}"
-        assert len(evictions) == 1, (evictions, why, koordlet.log_text()[-2000:])
-        assert "BEMemoryEvict" in evictions[0] and f">= threshold {threshold}%" in evictions[0]
+        found = evictions()
+        assert len(found) == 1, (found, why, koordlet.log_text()[-2000:])
+        assert "BEMemoryEvict" in found[0] and f">= threshold {threshold}%" in found[0]
         assert koordlet.metric("koordlet_pod_eviction_total", reason="BEMemoryEvict") == 1
         time.sleep(6)  # past the cool-down: the stopped pod is not evicted again
-        assert len([line for line in qos_lines(koordlet) if "kind=evict" in line]) == 1
+        assert len(evictions()) == 1
         assert state(ls_cid) == RUNNING
         print("\n".join(qos_lines(koordlet)))

@@ -19,7 +19,10 @@ emulation the VM is 10-40 times slower, which is why it runs a chosen part and n
 Usage::
 
     python -m tests.e2e.tiers host host-containerd2      # here
-    python -m tests.e2e.tiers --vm v2 v2-containerd17 v2-systemd   # boots the VM, runs them there
+    python -m tests.e2e.tiers --vm v2 v2-containerd17 v2-systemd   # boots VMs, runs them there
+
+Software emulation keeps one host core busy per VM, so the VM tiers are spread over as many
+VMs side by side as this machine has CPUs (``--vm-lanes``), by the minutes each took here.
 
 ``KOORD_E2E_TIER`` tells the suite's conftest which tier a pytest run is; it deselects the tests
 not in that tier.
@@ -32,6 +35,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from tests.e2e.harness import kubelet, paths, vm
@@ -50,6 +54,9 @@ class Tier:
     # empty: every test.
     tests: tuple[str, ...] = ()
     timeout: int = 300  # seconds per test (pytest-timeout): a hung test ends, not the run
+    # Minutes it took in CI's kind of machine (2 cores; the VM under software emulation):
+    # how the VM tiers are spread over VMs that run side by side.
+    minutes: float = 1.0
 
 
 CONTAINERD2 = {paths.CONTAINERD_ENV: "2.1"}
@@ -59,11 +66,12 @@ SYSTEMD = {kubelet.DRIVER_ENV: "systemd"}
 TIERS = {
     t.name: t
     for t in [
-        Tier("host", vm=False, env=CONTAINERD17),
+        Tier("host", vm=False, env=CONTAINERD17, minutes=2.3),
         Tier(
             "host-containerd2",
             vm=False,
             env=CONTAINERD2,
+            minutes=0.7,
             tests=("test_containerd_cri.py", "test_nri.py", "test_koordlet.py", "test_install.py"),
         ),
         Tier(
@@ -71,6 +79,7 @@ TIERS = {
             vm=True,
             env=CONTAINERD2,
             timeout=900,
+            minutes=13,
             tests=(
                 "test_containerd_cri.py",
                 "test_koordlet.py",
@@ -89,6 +98,7 @@ TIERS = {
             vm=True,
             env=CONTAINERD17,
             timeout=900,
+            minutes=6.5,
             tests=("test_nri.py", "test_koordlet.py", "test_install.py"),
         ),
         Tier(
@@ -96,6 +106,7 @@ TIERS = {
             vm=True,
             env={**CONTAINERD2, **SYSTEMD},
             timeout=900,
+            minutes=9,
             tests=(
                 "test_containerd_cri.py",
                 "test_koordlet.py",
@@ -146,9 +157,22 @@ def run_here(names: list[str]) -> int:
     return 0 if all(rc == 0 for _, rc, _ in results) else 1
 
 
-def run_in_vm(names: list[str], timeout: float) -> int:
-    """Boot the VM and run the tiers in it; a VM that cannot run here is a skip, or a failure
-    under KOORD_E2E_REQUIRED=1."""
+def plan_lanes(names: list[str], count: int) -> list[list[str]]:
+    """The tiers spread over at most ``count`` VMs that run side by side: the longest first,
+    each onto the VM with the least work so far; each VM runs its tiers in the given order."""
+    lanes: list[list[str]] = [[] for _ in range(max(1, min(count, len(names))))]
+    load = [0.0] * len(lanes)
+    for name in sorted(names, key=lambda n: -TIERS[n].minutes):
+        least = load.index(min(load))
+        lanes[least].append(name)
+        load[least] += TIERS[name].minutes
+    return [sorted(lane, key=names.index) for lane in lanes if lane]
+
+
+def run_in_vm(names: list[str], timeout: float, lanes: int) -> int:
+    """Boot VMs and run the tiers in them, at most ``lanes`` VMs at a time (software emulation
+    keeps one host core busy per VM); a VM that cannot run here is a skip, or a failure under
+    KOORD_E2E_REQUIRED=1."""
     missing = vm.missing_prerequisites()
     if missing:
         print(f"tiers: the VM tiers cannot run here: {'; '.join(missing)}", file=sys.stderr)
@@ -158,21 +182,37 @@ def run_in_vm(names: list[str], timeout: float) -> int:
         print("tiers: skipped", file=sys.stderr)
         return 0
     env = {k: v for k, v in os.environ.items() if k == REQUIRED_ENV}
-    command = [sys.executable, "-m", "tests.e2e.tiers", *names]
-    return vm.run(command, cwd=paths.REPO_ROOT, timeout=timeout, env=env).rc
+
+    def run_lane(lane: list[str]) -> int:
+        command = [sys.executable, "-m", "tests.e2e.tiers", *lane]
+        prefix = f"[{'+'.join(lane)}] " if len(planned) > 1 else ""
+        return vm.run(command, cwd=paths.REPO_ROOT, timeout=timeout, env=env, prefix=prefix).rc
+
+    planned = plan_lanes(names, lanes)
+    with ThreadPoolExecutor(len(planned)) as pool:
+        rcs = list(pool.map(run_lane, planned))
+    for lane, rc in zip(planned, rcs, strict=True):
+        print(f"tiers: VM {'+'.join(lane)}: {'passed' if rc == 0 else f'FAILED (exit {rc})'}")
+    return 0 if all(rc == 0 for rc in rcs) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.e2e.tiers", description=__doc__)
     parser.add_argument("--vm", action="store_true", help="run the tiers in a fresh VM")
     parser.add_argument("--vm-timeout", type=float, default=2700, help="seconds (VM)")
+    parser.add_argument(
+        "--vm-lanes",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="VMs run side by side (default: one per host CPU)",
+    )
     parser.add_argument("tiers", nargs="+", choices=sorted(TIERS))
     args = parser.parse_args(argv)
     if args.vm:
         wrong = [n for n in args.tiers if not TIERS[n].vm]
         if wrong:
             parser.error(f"{', '.join(wrong)}: not a VM tier (run it without --vm)")
-        return run_in_vm(args.tiers, args.vm_timeout)
+        return run_in_vm(args.tiers, args.vm_timeout, args.vm_lanes)
     wrong = [n for n in args.tiers if TIERS[n].vm and not vm.in_guest()]
     if wrong:
         parser.error(f"{', '.join(wrong)}: a VM tier (run it with --vm)")

@@ -225,15 +225,23 @@ def qemu_command(
     ]  # fmt: skip
 
 
-def _follow(path: Path, done: threading.Event) -> None:
-    """Copy what the guest writes to ``path`` to this process's stdout until ``done``."""
+def _follow(path: Path, done: threading.Event, prefix: str) -> None:
+    """Copy what the guest writes to ``path`` to this process's stdout until ``done``, each
+    whole line after ``prefix`` (several VMs may share the stdout)."""
+    pending = b""
     with path.open("rb") as f:
         while True:
             chunk = f.read(65536)
             if chunk:
-                sys.stdout.buffer.write(chunk)
-                sys.stdout.buffer.flush()
+                *lines, pending = (pending + chunk).split(b"\n")
+                if lines:
+                    head = prefix.encode()
+                    sys.stdout.buffer.write(b"".join(head + line + b"\n" for line in lines))
+                    sys.stdout.buffer.flush()
             elif done.is_set():
+                if pending:
+                    sys.stdout.buffer.write(prefix.encode() + pending + b"\n")
+                    sys.stdout.buffer.flush()
                 return
             else:
                 time.sleep(0.2)
@@ -269,6 +277,7 @@ def run(
     timeout: float = 1800,
     env: dict[str, str] | None = None,
     keep: bool = False,
+    prefix: str = "",
 ) -> VmResult:
     """Run ``command`` as root in a fresh VM, its output copied to stdout; see the module doc.
 
@@ -290,11 +299,14 @@ def run(
     guest_env = {**inherited, TIME_SCALE_ENV: str(scale), GUEST_ENV: "1", **(env or {})}
     (run_dir / "guest.sh").write_text(guest_script(run_dir, command, cwd, guest_env))
     done = threading.Event()
-    follower = threading.Thread(target=_follow, args=(run_dir / "out", done), daemon=True)
+    follower = threading.Thread(target=_follow, args=(run_dir / "out", done, prefix), daemon=True)
     follower.start()
     start = time.monotonic()
     for attempt in range(1, BOOT_ATTEMPTS + 1):
-        print(f"koord-vm: booting {kernel.image.name} ({accel}, {cpus} CPUs, {memory})", flush=True)
+        print(
+            f"{prefix}koord-vm: booting {kernel.image.name} ({accel}, {cpus} CPUs, {memory})",
+            flush=True,
+        )
         left = timeout - (time.monotonic() - start)
         args = qemu_command(kernel, run_dir, cpus, memory, accel, cwd=cwd)
         qemu, boot = _boot(args, run_dir, left)
@@ -304,7 +316,9 @@ def run(
         died = next(
             (line for line in console.splitlines() if "Oops" in line or "panic" in line), ""
         )
-        print(f"koord-vm: the kernel died while booting ({died.strip()}); again", flush=True)
+        print(
+            f"{prefix}koord-vm: the kernel died while booting ({died.strip()}); again", flush=True
+        )
     total = time.monotonic() - start
     done.set()
     follower.join()
@@ -312,19 +326,19 @@ def run(
     if rc_file.exists() and rc_file.read_text().strip().lstrip("-").isdigit():
         rc = int(rc_file.read_text())
     elif qemu is None:
-        print(f"koord-vm: timed out after {timeout:.0f} s", file=sys.stderr)
+        print(f"{prefix}koord-vm: timed out after {timeout:.0f} s", file=sys.stderr)
         rc = TIMEOUT_RC
     else:
         rc = VM_FAILED_RC
-        print("koord-vm: the VM ended before the command did", file=sys.stderr)
+        print(f"{prefix}koord-vm: the VM ended before the command did", file=sys.stderr)
         if qemu.stderr:
             print(qemu.stderr.decode(errors="replace")[-2000:], file=sys.stderr)
         console = (run_dir / "console.log").read_bytes().decode(errors="replace")
         print("\n".join(console.splitlines()[-30:]), file=sys.stderr)
     boot_text = "?" if boot is None else f"{boot:.1f}"
-    print(f"koord-vm: boot {boot_text} s, total {total:.1f} s, exit {rc}", flush=True)
+    print(f"{prefix}koord-vm: boot {boot_text} s, total {total:.1f} s, exit {rc}", flush=True)
     if keep or rc == VM_FAILED_RC:
-        print(f"koord-vm: run folder kept: {run_dir}", flush=True)
+        print(f"{prefix}koord-vm: run folder kept: {run_dir}", flush=True)
     else:
         shutil.rmtree(run_dir, ignore_errors=True)
     return VmResult(rc, boot, total)

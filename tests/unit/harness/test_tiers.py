@@ -59,3 +59,16 @@ def test_a_vm_that_cannot_run_is_a_skip_or_under_required_a_failure(
     assert "KOORD_E2E_REQUIRED=1: that is a failure" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         tiers.main(["--vm", "host"])
+
+
+def test_vm_tiers_are_spread_over_lanes_longest_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = {
+        name: tiers.Tier(name, vm=True, minutes=minutes)
+        for name, minutes in [("a", 4.0), ("b", 11.0), ("c", 5.0), ("d", 3.5)]
+    }
+    monkeypatch.setattr(tiers, "TIERS", fake)
+    # b (11) alone; a (4), c (5) and d (3.5) beside it, each lane in the order asked for.
+    assert tiers.plan_lanes(["a", "b", "c", "d"], 2) == [["b"], ["a", "c", "d"]]
+    assert tiers.plan_lanes(["a", "b", "c", "d"], 1) == [["a", "b", "c", "d"]]
+    assert tiers.plan_lanes(["d", "a"], 8) == [["a"], ["d"]]
+    assert tiers.plan_lanes(["c"], 0) == [["c"]]  # at least one VM

@@ -6,6 +6,7 @@ from __future__ import annotations
 import lzma
 import os
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,18 @@ def test_the_probes_are_off_in_the_vm_unless_a_test_is_about_them(
         "--sched-latency-interval",
         "1s",
     )
+
+
+def test_the_guests_output_is_copied_line_by_line_after_the_prefix(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    out.write_bytes(b"first\nsecond ha")
+    done = threading.Event()
+    follower = threading.Thread(target=vm._follow, args=(out, done, "[v2] "))
+    follower.start()
+    with out.open("ab") as f:
+        f.write(b"lf\nno newline at the end")
+    done.set()
+    follower.join(10)
+    assert capfd.readouterr().out == "[v2] first\n[v2] second half\n[v2] no newline at the end\n"
