@@ -127,7 +127,10 @@ def main() -> int:
             f"demo: containerd pid {node.containerd.pid}, CRI {layout.address}, "
             f"cgroup v{node.reader.version}"
         )
-        with KoordletProcess(node, node_slo=NODE_SLO) as koordlet:
+        # MemoryQOS: memory.min/low/high with the container (ours; Koordinator's CgroupReconcile
+        # writes them only afterwards), so the table shows memory.high on cgroup v2.
+        args = ("--feature-gates", "MemoryQOS=true")
+        with KoordletProcess(node, node_slo=NODE_SLO, args=args) as koordlet:
             mechanism = (
                 "cpu.idle"
                 if koordlet.metric("koordlet_group_identity_mechanism_info", mechanism="cpu.idle")
@@ -139,7 +142,7 @@ def main() -> int:
             )
             print(
                 f"demo: NodeSLO {koordlet.slo_file}: cpuQOS enabled for LSR, LS and BE, "
-                "memoryQOS for BE\n"
+                "memoryQOS (feature gate MemoryQOS) for BE\n"
             )
             version = node.reader.version
             print(row(COLUMNS[version]))
