@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -375,6 +376,16 @@ class NodeReservation:
     resources: Mapping[str, Decimal] = field(default_factory=dict)
     reserved_cpus: str = ""
     apply_policy: str = ""
+
+    @property
+    def cpu_milli(self) -> int:
+        """The CPU kept from pods, in milli-cores, rounded up, as Koordinator's
+        GetNodeReservationResources counts it: ``reservedCPUs`` (whole CPUs) wins over
+        ``resources.cpu``."""
+        if self.reserved_cpus:
+            return len(parse_cpuset(self.reserved_cpus)) * 1000  # validated by the parser
+        cpu = self.resources.get("cpu")
+        return math.ceil(cpu * 1000) if cpu is not None else 0
 
 
 @functools.lru_cache(maxsize=1024)

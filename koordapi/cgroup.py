@@ -9,6 +9,13 @@ MIN_SHARES = 2
 MAX_SHARES = 262_144
 MIN_WEIGHT = 1
 MAX_WEIGHT = 10_000
+# The largest CFS quota the kernel takes (kernel/sched/core.c: max_cfs_runtime, 2^44 - 1 µs);
+# above it the write, and runc's container creation with it, fail with EINVAL.
+MAX_CFS_QUOTA_US = (1 << 44) - 1
+MAX_INT64 = (1 << 63) - 1  # NRI's and the kernel's memory limit is an int64
+# The smallest memory limit a container can start under (Docker's linuxMinMemory, 6 MiB):
+# below it runc's init and the first exec are killed by the OOM killer.
+MIN_MEMORY_LIMIT = 6 << 20
 
 
 def milli_cpu_to_shares(milli_cpu: int) -> int:

@@ -68,6 +68,19 @@ DEFAULTS: Mapping[str, bool] = {
 }
 
 
+# Koordinator's gates that koordlet accepts, so that its DaemonSets start unchanged, but that
+# change nothing here: said at start-up (and koordlet_feature_gate_unimplemented), in --help
+# and by koordctl doctor when one is on.
+NOT_IMPLEMENTED: Mapping[str, str] = {
+    "BlkIOReconcile": "no blkio/io QoS is reconciled",
+    "CPUAllocatableEvict": "no eviction by CPU allocatable",
+    "MemoryAllocatableEvict": "no eviction by memory allocatable",
+    "ResctrlCollector": "no resctrl (LLC, memory bandwidth) metrics are collected",
+    "AuditEvents": "no audit events beyond the QoS audit trail, which is always on",
+    "NodeTopologyReport": "no NodeResourceTopology is reported",
+}
+
+
 class FeatureGateError(ModelError):
     """A --feature-gates value names an unknown gate or is not NAME=true|false."""
 
@@ -97,6 +110,10 @@ class FeatureGates:
         if name not in DEFAULTS:
             raise KeyError(f"unknown feature gate {name}")
         return self.overrides.get(name, DEFAULTS[name])
+
+    def unimplemented(self) -> dict[str, str]:
+        """The gates that are on but do nothing here, with what is missing."""
+        return {name: why for name, why in NOT_IMPLEMENTED.items() if self.enabled(name)}
 
     def all(self) -> dict[str, bool]:
         return {name: self.enabled(name) for name in sorted(DEFAULTS)}

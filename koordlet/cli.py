@@ -15,7 +15,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from koordapi.errors import ModelError
-from koordapi.features import FeatureGates
+from koordapi.features import NOT_IMPLEMENTED, FeatureGates
 from koordlet.daemon import Config, Koordlet
 from koordlet.states.pods import CGROUP_DRIVERS
 from runtimehooks.registry import FailurePolicy
@@ -65,7 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--disable-unset-cpu-quota", default="false", choices=["true", "false"])
     p.add_argument("--hami-core-library-directory-path", default="/usr/local/vgpu/libvgpu.so")
     p.add_argument(
-        "--feature-gates", default="", help="e.g. CPUNormalization=true,GroupIdentity=false"
+        "--feature-gates",
+        default="",
+        help="e.g. CPUNormalization=true,GroupIdentity=false; accepted but not implemented "
+        f"(they change nothing): {', '.join(sorted(NOT_IMPLEMENTED))}",
     )
     p.add_argument("--addr", default=":9316", help="metrics address; empty to disable")
     p.add_argument(

@@ -195,11 +195,17 @@ class Koordlet:
             on_container_started=self.reconciler.reconcile_container_now,
             on_synchronized=self.reconciler.wake,
         )
-        self.cache = MetricCache(
+        self.cache, cache_problem = MetricCache.open(
             config.tsdb_path / "metrics.db" if config.tsdb_path else None,
             retention_seconds=config.tsdb_retention,
             max_bytes=config.tsdb_max_bytes,
         )
+        if cache_problem is not None:
+            log.error(
+                "metric cache degraded: cannot open %s; keeping metrics in memory (no history "
+                "across restarts), hooks and QoS strategies run as usual",
+                cache_problem,
+            )
         self.rdma = (
             RDMACollector(config.sys_root) if config.feature_gates.enabled("RDMADevices") else None
         )
@@ -457,7 +463,14 @@ class Koordlet:
         host, port = split_addr(addr)
         while True:
             try:
-                server = StatusServer(host or "0.0.0.0", port, self.metrics.registry, self.views)  # noqa: S104
+                refused = self.metrics.http_refused.labels(self.config.node_name)
+                server = StatusServer(
+                    host or "0.0.0.0",  # noqa: S104
+                    port,
+                    self.metrics.registry,
+                    self.views,
+                    on_refused=refused.inc,
+                )
             except OSError as err:
                 log.warning("cannot serve metrics on %s yet (%s); retrying in 2s", addr, err)
                 await asyncio.sleep(2)
@@ -504,6 +517,13 @@ class Koordlet:
             "available" if k.resctrl else "missing",
         )
         gates = self.config.feature_gates
+        for gate, missing in gates.unimplemented().items():
+            # one a user turned on deserves a warning (and koordctl doctor's); one on by
+            # default, a note
+            level = logging.WARNING if gate in gates.overrides else logging.INFO
+            log.log(level, "feature gate %s is on but not implemented here: %s", gate, missing)
+            if gate in gates.overrides:
+                self.metrics.unimplemented_gates.labels(self.config.node_name, gate).set(1)
         if gates.enabled("CoreSched") and not k.core_sched:
             log.warning(
                 "feature gate CoreSched is on, but this kernel has no core scheduling: no effect"
@@ -539,8 +559,12 @@ class Koordlet:
         errors = self.node_config.error
         while True:
             await asyncio.sleep(CONFIG_POLL_SECONDS)
-            if await asyncio.to_thread(self.node_config.reload_if_changed):
-                self.reconciler.wake()
+            try:
+                if await asyncio.to_thread(self.node_config.reload_if_changed):
+                    self.reconciler.wake()
+            except Exception as err:  # the watcher must outlive any one bad read
+                self.node_config.error = f"{type(err).__name__}: {err}"
+                log.exception("node config not loaded, keeping the last good one")
             if self.node_config.error and self.node_config.error != errors:
                 self.metrics.node_config_errors.labels(self.config.node_name).inc()
             errors = self.node_config.error

@@ -273,6 +273,18 @@ def nri_connected(metrics_text: str) -> float | None:
     return max(values) if values else None
 
 
+def unimplemented_gates(metrics_text: str) -> list[str]:
+    """The gates koordlet says were turned on but change nothing (its
+    ``koordlet_feature_gate_unimplemented`` samples)."""
+    return sorted(
+        sample.labels.get("gate", "?")
+        for family in text_string_to_metric_families(metrics_text)
+        if family.name == "koordlet_feature_gate_unimplemented"
+        for sample in family.samples
+        if sample.value >= 1
+    )
+
+
 def check_koordlet(config: DoctorConfig) -> Check:
     """koordlet answers on its status server and is registered with the runtime over NRI."""
     name = "koordlet"
@@ -324,6 +336,15 @@ def check_koordlet(config: DoctorConfig) -> Check:
             f"running at {config.addr} but not registered: its NRI connection closed "
             "(koordlet_nri_connected 0)",
             fix,
+        )
+    idle = unimplemented_gates(text)
+    if idle:
+        return Check(
+            name,
+            Status.WARN,
+            f"running at {config.addr}, registered over NRI; feature gates turned on that are "
+            f"not implemented and change nothing: {', '.join(idle)}",
+            "drop them from --feature-gates, or expect nothing from them (see koordlet --help)",
         )
     return Check(name, Status.OK, f"running at {config.addr}, registered over NRI")
 

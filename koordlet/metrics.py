@@ -88,6 +88,18 @@ class KoordletMetrics:
             ["node", "mechanism"],
             registry=r,
         )
+        self.http_refused = Counter(
+            "koordlet_http_connections_refused_total",
+            "Connections to the metrics and status server closed unserved: too many at once",
+            ["node"],
+            registry=r,
+        )
+        self.unimplemented_gates = Gauge(
+            "koordlet_feature_gate_unimplemented",
+            "1 for each feature gate turned on with --feature-gates that changes nothing here",
+            ["node", "gate"],
+            registry=r,
+        )
         self.node_config_errors = Counter(
             "koordlet_node_config_errors_total",
             "Times the NodeSLO file could not be used (the last good one stays)",

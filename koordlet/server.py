@@ -14,7 +14,10 @@
                                      "available": false and the reason while the collector is off
 
 It serves from its own threads and only reads: the views it is given do the work. Bad query
-parameters get a 400 with a one-line JSON error.
+parameters get a 400 with a one-line JSON error. Whoever can reach the address cannot wear
+koordlet down: at most ``max_connections`` are served at once (more are closed at once and
+counted), and a connection that sends nothing for ``idle_seconds`` is closed, so a slowloris
+holds neither threads nor file descriptors for long.
 """
 
 from __future__ import annotations
@@ -67,23 +70,75 @@ def parse_window(text: str) -> float:
     return seconds
 
 
+MAX_CONNECTIONS = 32
+IDLE_SECONDS = 10.0
+
+
+class BoundedHTTPServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``max_connections`` of them; the rest are closed."""
+
+    daemon_threads = True
+    # socketserver's default backlog of 5 makes a burst of connections wait out TCP's SYN
+    # retries (seconds) instead of being accepted and, past the slots, closed at once.
+    request_queue_size = 128
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        max_connections: int,
+        on_refused: Callable[[], None],
+    ) -> None:
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(max_connections)
+        self.on_refused = on_refused
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.on_refused()
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
 class StatusServer:
     """See the module docstring. ``start()`` returns the port (useful with port 0)."""
 
-    def __init__(self, host: str, port: int, registry: CollectorRegistry, views: Views) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        registry: CollectorRegistry,
+        views: Views,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        idle_seconds: float = IDLE_SECONDS,
+        on_refused: Callable[[], None] = lambda: None,
+    ) -> None:
         self.registry = registry
         self.views = views
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = idle_seconds  # per read: a client that sends nothing is let go
+
             def do_GET(self) -> None:
                 server.handle(self)
 
             def log_message(self, format: str, *args: Any) -> None:
                 log.debug("http: " + format, *args)
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = BoundedHTTPServer((host, port), Handler, max_connections, on_refused)
         self._thread: threading.Thread | None = None
 
     @property

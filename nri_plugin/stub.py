@@ -18,9 +18,10 @@ A plugin is any object with some of these (async or plain) methods, named after 
 The stub derives the subscription from the methods present (capped to what the runtime
 knows), registers, answers Configure and Synchronize (reassembling split synchronization),
 dispatches events whether they come as per-event RPCs (NRI v0.12) or StateChange (older), and
-in external mode reconnects with exponential backoff. A handler that raises fails the runtime
-operation; one that overruns its time budget is answered with "no change" so that a slow rule
-never gets the plugin dropped by the runtime's request timeout.
+in external mode reconnects the moment the runtime's socket is created again (inotify on its
+folder), with an exponential backoff for a socket that stays but refuses. A handler that
+raises fails the runtime operation; one that overruns its time budget is answered with "no
+change" so that a slow rule never gets the plugin dropped by the runtime's request timeout.
 
 Usage::
 
@@ -36,7 +37,6 @@ Usage::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import inspect
 import logging
@@ -53,6 +53,7 @@ from google.protobuf.message import Message
 
 from nri_plugin import api, events, mux, status, ttrpc
 from nri_plugin.errors import ConnectionClosed, NriError, RegistrationError, RpcError
+from nri_plugin.sockwatch import SocketWatch
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,11 @@ def check_identity(name: str | None, index: str | None) -> tuple[str, str]:
     if not index or not _INDEX.match(index):
         raise RegistrationError(f"invalid plugin index {index!r}: two digits, 00..99")
     return name, index
+
+
+# Pods and containers one chunked Synchronize may hold before its last chunk. A node runs at
+# most a few hundred pods (the kubelet's default is 110); 100,000 objects were 200 MiB.
+MAX_SYNC_OBJECTS = 20_000
 
 
 class Stub:
@@ -149,6 +155,7 @@ class Stub:
         self.synchronized = asyncio.Event()
         self._client: ttrpc.Client | None = None
         self._stop = asyncio.Event()
+        self._watch: SocketWatch | None = None  # the socket's folder, while reconnecting
         self._connection: mux.Mux | None = None
         self._sync_pods: list[api.PodSandbox] = []
         self._sync_containers: list[api.Container] = []
@@ -167,9 +174,22 @@ class Stub:
 
     async def run(self) -> None:
         """Serve the runtime until ``stop`` (external mode) or until the socket closes."""
+        if self.reconnect:
+            self._watch = SocketWatch(self.socket_path)
+        try:
+            await self._serve()
+        finally:
+            if self._watch is not None:
+                self._watch.close()
+                self._watch = None
+
+    async def _serve(self) -> None:
         backoff = self.backoff_initial
         while not self._stop.is_set():
             started = time.monotonic()
+            if self._watch is not None:  # from here on, a new socket wakes the wait below
+                self._watch.start()
+                self._watch.created.clear()
             connection = mux.Mux()
             server, client = self._wire(connection)  # before any byte can arrive
             try:
@@ -195,15 +215,22 @@ class Stub:
                     self.on_close()
                 if time.monotonic() - started > 10 * backoff:
                     backoff = self.backoff_initial  # it ran for a while: start over
-            if not self.reconnect:
+            if not self.reconnect or self._watch is None:
                 return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), backoff)
-            backoff = min(backoff * 2, self.backoff_max)
+            # The runtime's new socket ends the wait at once (a restart); the timer covers a
+            # socket that stays but refuses, and a folder inotify cannot watch.
+            await self._watch.wait(backoff)
+            if self._watch.created.is_set() and not self._stop.is_set():
+                backoff = self.backoff_initial
+                log.info("NRI socket %s created: connecting", self.socket_path)
+            else:
+                backoff = min(backoff * 2, self.backoff_max)
 
     def stop(self) -> None:
         """Close the connection and stop reconnecting; ``run`` then returns."""
         self._stop.set()
+        if self._watch is not None:
+            self._watch.created.set()  # ends a wait for the socket
         if self._connection is not None:
             self._connection.close()
 
@@ -406,6 +433,15 @@ class Stub:
         request.ParseFromString(payload)
         self._sync_pods.extend(request.pods)
         self._sync_containers.extend(request.containers)
+        held = len(self._sync_pods) + len(self._sync_containers)
+        if held > MAX_SYNC_OBJECTS:  # no node holds that many: a peer growing our memory
+            self._sync_pods, self._sync_containers = [], []
+            if self._connection is not None:
+                self._connection.close()
+            raise RpcError(
+                status.RESOURCE_EXHAUSTED,
+                f"Synchronize of {held} pods and containers, more than {MAX_SYNC_OBJECTS}",
+            )
         if request.more:
             return api.SynchronizeResponse(more=True).SerializeToString()
         pods, containers = self._sync_pods, self._sync_containers

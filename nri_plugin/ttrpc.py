@@ -33,6 +33,9 @@ TYPE_REQUEST = 0x01
 TYPE_RESPONSE = 0x02
 TYPE_DATA = 0x03
 MAX_MESSAGE = 4 << 20
+# Requests a server takes at once on one connection: a runtime sends one call per event (NRI
+# serializes them per plugin), so a few suffice; far more is a flood.
+MAX_REQUESTS_IN_FLIGHT = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +144,16 @@ class Server:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def feed(self, data: bytes) -> None:
-        for msg in self._decoder.feed(data):
+        messages = self._decoder.feed(data)
+        # One read's worth of requests is bounded, and so are the calls in flight: a peer that
+        # floods (a 16 MiB frame of empty messages is 1.6 million requests) loses its
+        # connection instead of stalling every other answer for seconds.
+        if len(messages) + len(self._tasks) > MAX_REQUESTS_IN_FLIGHT:
+            raise ProtocolError(
+                f"{len(messages)} requests at once with {len(self._tasks)} in flight, more "
+                f"than {MAX_REQUESTS_IN_FLIGHT}: closing the connection"
+            )
+        for msg in messages:
             if msg.type == TYPE_REQUEST:
                 self._on_request(msg)
             else:

@@ -21,7 +21,7 @@ from pathlib import Path
 from koordapi.cpuset import parse_cpuset
 from koordapi.errors import ModelError
 from koordlet.collectors.rates import Skip
-from koordlet.executor.cgroup import detect_version, read_file
+from koordlet.executor.cgroup import detect_version, leaves_root, read_file
 from koordlet.states.pods import KnownPod
 
 MISSING = "missing"
@@ -237,6 +237,8 @@ class CgroupProcs:
         self._fs: CgroupFS | None = None  # the version is detected on first use, not at build
 
     def __call__(self, cgroup_dir: str) -> list[int]:
+        if leaves_root(cgroup_dir):  # the runtime's path, not to be trusted: no one else's pids
+            return []
         if self._fs is None:
             self._fs = CgroupFS(self.root)
         try:

@@ -102,6 +102,12 @@ def _v2_max(value: str) -> str:
     return "max" if int(value) == -1 else value
 
 
+def leaves_root(cgroup: str) -> bool:
+    """Whether a cgroup path (from the runtime, so not to be trusted) climbs out of the
+    hierarchy root: a ".." component. cgroupfs has no symbolic links, so nothing else can."""
+    return ".." in cgroup.split("/")
+
+
 @dataclass(frozen=True)
 class Resource:
     name: str  # v1 file name

@@ -33,6 +33,7 @@ from koordapi.cpuset import format_cpuset
 from koordlet.executor.cgroup import (
     Resource,
     detect_version,
+    leaves_root,
     lookup,
     read_file,
     v2_root,
@@ -94,6 +95,7 @@ class Executor:
         self.clock = clock
         # (cgroup, resource) → (value by meaning, when it was last written or seen)
         self._known: dict[tuple[str, str], tuple[object, float]] = {}
+        self._refused: set[str] = set()  # cgroup paths refused for leaving the root, logged once
         self._pruned = clock()
 
     def _trusted(self, write: CgroupWrite, wanted: object) -> bool:
@@ -124,7 +126,7 @@ class Executor:
     def read(self, cgroup: str, resource: str) -> object | None:
         """The current value by meaning (-1 for unlimited, a set for cpusets), None if absent."""
         res = lookup(resource)
-        path = res.file(self._root, self.version, cgroup)
+        path = None if leaves_root(cgroup) else res.file(self._root, self.version, cgroup)
         if path is None:
             return None
         try:
@@ -134,13 +136,15 @@ class Executor:
 
     def v2_dir(self, cgroup: str) -> Path | None:
         """The cgroup's directory in the v2 hierarchy (``unified/`` on a hybrid host), if any."""
-        base = v2_root(self.root)
+        base = None if leaves_root(cgroup) else v2_root(self.root)
         folder = None if base is None else base / cgroup.strip("/")
         return folder if folder is not None and folder.is_dir() else None
 
     def subdirs(self, cgroup: str, resource: str) -> list[str]:
         """Child cgroups of ``cgroup`` in ``resource``'s hierarchy, as cgroup paths ([] if gone)."""
-        path = lookup(resource).file(self._root, self.version, cgroup)
+        path = (
+            None if leaves_root(cgroup) else lookup(resource).file(self._root, self.version, cgroup)
+        )
         if path is None:
             return []
         base = cgroup.strip("/")
@@ -241,6 +245,13 @@ class Executor:
         problem = res.validate(value)
         if problem is not None:
             return WriteResult(write, Status.INVALID, problem)
+        if leaves_root(write.cgroup):
+            if write.cgroup not in self._refused:
+                self._refused.add(write.cgroup)
+                log.warning("refused cgroup path %r: it leaves %s", write.cgroup, self.root)
+            return WriteResult(
+                write, Status.INVALID, f"cgroup path {write.cgroup!r} leaves the root"
+            )
         wanted = res.normalize(value)
         if self._trusted(write, wanted):
             return WriteResult(write, Status.UNCHANGED, "written or seen recently")

@@ -113,18 +113,39 @@ class MetricCache:
         # The newest sample of every series, kept in memory: "last within 2 x interval" is
         # the QoS manager's and the status API's most frequent question.
         self._latest: dict[tuple[str, LabelKey], tuple[float, float]] = {}
-        with self._lock:
-            # Freed pages go back to the file system on incremental_vacuum, so the size cap can
-            # be met without a full VACUUM (must be set before the first table exists).
-            self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
-            if path is not None:
-                self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA cache_size=-2048")  # 2 MiB of page cache at most
-            self._db.executescript(_SCHEMA)
-            for sid, name, labels in self._db.execute("SELECT id, name, labels FROM series"):
-                self._series[(name, label_key(json.loads(labels)))] = sid
+        try:
+            with self._lock:
+                # Freed pages go back to the file system on incremental_vacuum, so the size cap
+                # can be met without a full VACUUM (must be set before the first table exists).
+                self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+                if path is not None:
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute("PRAGMA cache_size=-2048")  # 2 MiB of page cache at most
+                self._db.executescript(_SCHEMA)
+                for sid, name, labels in self._db.execute("SELECT id, name, labels FROM series"):
+                    self._series[(name, label_key(json.loads(labels)))] = sid
+        except BaseException:
+            self._db.close()
+            raise
         self.kv: dict[str, object] = {}  # node info and the like: latest value only
+
+    @classmethod
+    def open(
+        cls,
+        path: Path | None,
+        *,
+        retention_seconds: float = DEFAULT_RETENTION_SECONDS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> tuple[MetricCache, str | None]:
+        """The cache at ``path``, or, where that cannot be (a full or read-only disk, a file
+        that is not a database), one in memory and the reason: the node agent must keep
+        applying QoS without its history rather than stop."""
+        try:
+            return cls(path, retention_seconds=retention_seconds, max_bytes=max_bytes), None
+        except (OSError, sqlite3.Error) as err:
+            memory = cls(None, retention_seconds=retention_seconds, max_bytes=max_bytes)
+            return memory, f"{path}: {err}"
 
     def close(self) -> None:
         with self._lock:

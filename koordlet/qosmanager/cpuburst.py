@@ -5,8 +5,10 @@ pinned CPUs or are batch work), configured by the NodeSLO ``cpuBurstStrategy`` w
 ``koordinator.sh/cpuBurst`` annotation merged over it:
 
 * cpuBurst (kernel CFS burst): ``cpu.cfs_burst_us`` = limit cores x cpuBurstPercent/100 x one
-  CFS period, so a container may spend quota it saved in earlier periods. The pod gets the sum
-  of its containers. It is 0 when the policy leaves it out or the container has no limit.
+  CFS period, so a container may spend quota it saved in earlier periods, at most its quota:
+  mainline kernels refuse a larger burst (EINVAL), so Koordinator's default of 1000 % would
+  never be written there. The pod gets the sum of its containers. It is 0 when the policy
+  leaves it out or the container has no limit.
 * cfsQuotaBurst: the quota itself moves. A throttled container gets x1.2 per run, up to
   cfsQuotaBurstPercent of its limit; it shrinks x0.8 (never below its limit) when the shared
   pool is overloaded or its token bucket is empty, which stops a container from living above
@@ -291,9 +293,18 @@ class CPUBurst:
                     f"cpu burst: limit {limit / 1000:.2f} cores x {cfg.cpu_burst_percent}% "
                     f"= {value}us"
                 )
+                quota = ctr.resources.cpu_quota or 0
+                if value > quota:  # the kernel refuses a burst above the quota (EINVAL)
+                    why += f", capped at the quota {quota}us"
+                    value = quota
             total += value
             writes.append((CgroupWrite(ctr.cgroup_dir, BURST, value), cid, why))
         pod_why = f"cpu burst: sum of {len(writes)} containers = {total}us"
+        pod_quota = self.executor.read(pod.cgroup_dir, QUOTA)
+        if isinstance(pod_quota, int) and total > 0 and (pod_quota < 0 or total > pod_quota):
+            # the same kernel rule: no burst without a quota, none above it
+            total = max(pod_quota, 0)
+            pod_why += f", capped at the pod's quota: {total}us"
         writes.append((CgroupWrite(pod.cgroup_dir, BURST, total), "", pod_why))
         in_effect: dict[str, int] = {}
         for write, cid, why in writes:

@@ -3,12 +3,14 @@
 * BECPUEvict (satisfaction): over the window (``cpuEvictTimeWindowSeconds``, at least one
   collect interval) the BE pods' usage, request and real limit are averaged from
   ``node_be{be_resource=cpu}``; the average counts only with samples covering a third of the
-  window. When BE usage is at least ``cpuEvictBEUsageThresholdPercent`` (90) of the limit and
-  the satisfaction limit/request is at most ``cpuEvictBESatisfactionLowerPercent``, the
-  release is request x (upper% - satisfaction), taking the smaller of the windowed and the
-  current figure. With ``cpuEvictPolicy: evictByAllocatable`` the limit is the node's
-  allocatable batch-cpu. Victims: BE pods by spec.priority ascending, then usage/request
-  descending; each gives back its batch-cpu request.
+  window, in whole seconds as Koordinator counts (3 samples at 1 s cover a 10 s window). When
+  BE usage is at least ``cpuEvictBEUsageThresholdPercent`` (90) of the limit and the
+  satisfaction limit/request is at most ``cpuEvictBESatisfactionLowerPercent``, the release is
+  request x (upper% - satisfaction), taking the smaller of the windowed and the current
+  figure. With ``cpuEvictPolicy: evictByAllocatable`` the limit is the node's allocatable
+  batch-cpu (none published: no eviction; 0: 1m). Victims: pods labelled BE (not an
+  unlabelled Kubernetes BestEffort pod, which holds no batch-cpu), by spec.priority ascending,
+  then usage/request descending; each gives back its batch-cpu request.
 * CPUEvict (node usage): average node CPU at or above ``cpuEvictThresholdPercent`` releases
   capacity x (usage% - lower%), lower = ``cpuEvictLowerPercent`` or threshold - 2, from pods
   that opted in (generic order); each gives back its CPU usage.
@@ -33,7 +35,7 @@ from koordlet.qosmanager.eviction import (
     eviction_allowed,
     generic_order,
 )
-from koordlet.qosmanager.framework import Context, is_be, pod_labels
+from koordlet.qosmanager.framework import Context, is_labelled_be, pod_labels
 from runtimehooks.hooks.batchresource import extended_resources
 
 NAME = "CPUEvict"
@@ -42,6 +44,7 @@ BE_USAGE_THRESHOLD_PERCENT = 90
 SATISFACTION_LOWER_MAX = 60
 SATISFACTION_UPPER_MAX = 100
 RELEASE_BUFFER_PERCENT = 2
+MIN_ALLOCATABLE_BATCH_MILLI = 1
 
 
 def batch_cpu_request(candidate: Candidate) -> int:
@@ -59,7 +62,25 @@ def satisfaction_release(request: float, limit: float, lower: int, upper: int) -
     return int(request * gap) if gap > 0 else 0
 
 
+def batch_allocatable_milli(allocatable: Mapping[str, int]) -> float:
+    """The node's batch-cpu allocatable as evictByAllocatable takes it: -1 when absent (so
+    nothing is evicted), 1 when zero (the manager publishes 0 while LS usage is high, and the
+    satisfaction must still be judged), else the value."""
+    value = allocatable.get(keys.BATCH_CPU)
+    if value is None or value < 0:
+        return -1.0
+    return float(value) if value > 0 else float(MIN_ALLOCATABLE_BATCH_MILLI)
+
+
+def enough_samples(count: int, window: float, collect_interval: float) -> bool:
+    """Whether ``count`` samples cover a third of the window, in Koordinator's whole seconds
+    (3 samples at 1 s satisfy a 10 s window: 10 // 3 = 3)."""
+    return count * int(collect_interval) >= int(window) // 3
+
+
 def usage_high_enough(usage: float, limit: float, threshold: int | None) -> bool:
+    if limit <= 0:  # no limit known (no batch-cpu allocatable): nothing to judge by
+        return False
     if limit < 1000:  # under one core everything looks saturated; do not trust the ratio
         return True
     return usage / limit >= (BE_USAGE_THRESHOLD_PERCENT if threshold is None else threshold) / 100
@@ -81,7 +102,8 @@ class CPUEvict(EvictStrategy):
         self.collect_interval = collect_interval
 
     def tasks(self, ctx: Context, config: Mapping[str, Any]) -> list[EvictTask] | str:
-        window = max(self.collect_interval, float(config.get("cpuEvictTimeWindowSeconds") or 0))
+        # whole seconds, as Koordinator's int64 windowSeconds
+        window = max(int(self.collect_interval), int(config.get("cpuEvictTimeWindowSeconds") or 0))
         tasks: list[EvictTask] = []
         notes: list[str] = []
         for feature, build in (("BECPUEvict", self._be_task), ("CPUEvict", self._node_task)):
@@ -118,7 +140,7 @@ class CPUEvict(EvictStrategy):
         for allocation in ("usage", "request", "real-limit"):
             labels = {"be_resource": "cpu", "be_allocation": allocation}
             agg = ctx.window("node_be", window, labels)
-            if agg is None or agg.count * self.collect_interval < window / 3:
+            if agg is None or not enough_samples(agg.count, window, self.collect_interval):
                 valid = False
                 continue
             values[allocation] = agg.avg
@@ -143,7 +165,9 @@ class CPUEvict(EvictStrategy):
         for prefix in ("", "current-"):
             limit = values[f"{prefix}real-limit"]
             if by_allocatable:
-                limit = float(ctx.node.allocatable.get(keys.BATCH_CPU, 0) or 1)
+                limit = batch_allocatable_milli(ctx.node.allocatable)
+                if limit <= 0:
+                    return f"evictByAllocatable: the node has no {keys.BATCH_CPU} allocatable"
             usage, request = values[f"{prefix}usage"], values[f"{prefix}request"]
             if not usage_high_enough(usage, limit, usage_threshold):
                 return f"BE usage {usage:.0f}m is under the threshold of limit {limit:.0f}m"
@@ -156,7 +180,7 @@ class CPUEvict(EvictStrategy):
             f"BECPUEvict: BE satisfaction {limit:.0f}m/{request:.0f}m <= {lower}%:"
             f" release request x ({upper}% - satisfaction) = {release}m"
         )
-        be = [c for c in self._candidates(ctx) if is_be(c.known)]
+        be = [c for c in self._candidates(ctx) if is_labelled_be(c.known)]
         be.sort(key=lambda c: c.cpu_used_milli / c.cpu_request_milli if c.cpu_request_milli else 0,
                 reverse=True)  # fmt: skip
         inputs: dict[str, float | str] = {k: round(v, 1) for k, v in values.items()}

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,7 +42,8 @@ class NodeResources:
     cpu_milli: int
     memory: int
     allocatable: Mapping[str, int] = field(default_factory=dict)
-    reservation_cpu_milli: int = 0  # node.koordinator.sh/reservation resources.cpu
+    # node.koordinator.sh/reservation: reservedCPUs, else resources.cpu
+    reservation_cpu_milli: int = 0
 
     @property
     def allocatable_cpu_milli(self) -> int:
@@ -63,9 +63,7 @@ def node_resources(
     topology: Topology, rules: Rules, allocatable: Mapping[str, int]
 ) -> NodeResources:
     reservation = rules.node.reservation
-    reserved = 0
-    if reservation is not None and "cpu" in reservation.resources:
-        reserved = math.ceil(reservation.resources["cpu"] * 1000)
+    reserved = reservation.cpu_milli if reservation is not None else 0
     return NodeResources(
         cpu_milli=len(topology.cpus) * 1000,
         memory=topology.memory_bytes,
@@ -124,6 +122,13 @@ def is_be(known: KnownPod) -> bool:
     """Koordinator's "BE pod": the BE class, or Kubernetes BestEffort (whatever its label)."""
     pod = known.request
     return pod.qos is QoSClass.BE or pod.kube_qos is KubeQoS.BESTEFFORT
+
+
+def is_labelled_be(known: KnownPod) -> bool:
+    """A pod whose koordinator.sh/qosClass label says BE (Koordinator's GetPodQoSClassRaw): the
+    BE evictions' victims. A Kubernetes BestEffort pod without the label holds no batch
+    resource, so evicting it would release none."""
+    return known.request.qos is QoSClass.BE
 
 
 class QoSManager:

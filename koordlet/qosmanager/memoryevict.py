@@ -5,7 +5,8 @@ Node usage is MemTotal - MemAvailable (the node collector's ``node_memory_usage`
 whole percent of capacity. At or above ``memoryEvictThresholdPercent`` (70) the release is
 capacity x (usage% - lower%), with lower = ``memoryEvictLowerPercent`` or threshold - 2.
 
-* BEMemoryEvict: BE pods, spec.priority ascending (when both have one), then memory used
+* BEMemoryEvict: pods labelled BE (as Koordinator: not an unlabelled Kubernetes BestEffort
+  pod), spec.priority ascending (when both have one), then memory used
   descending, then name descending.
 * MemoryEvict: pods that opted in (see ``eviction.eviction_allowed``), in the generic order.
 
@@ -27,7 +28,7 @@ from koordlet.qosmanager.eviction import (
     eviction_allowed,
     generic_order,
 )
-from koordlet.qosmanager.framework import Context, is_be, pod_labels
+from koordlet.qosmanager.framework import Context, is_labelled_be, pod_labels
 
 NAME = "MemoryEvict"
 FEATURES = ("BEMemoryEvict", "MemoryEvict")
@@ -95,7 +96,7 @@ class MemoryEvict(EvictStrategy):
             if known.containers
         ]
         if feature == "BEMemoryEvict":
-            be = [c for c in found if is_be(c.known)]
+            be = [c for c in found if is_labelled_be(c.known)]
             # name descending, then memory descending (stable sorts: the last key wins)
             be.sort(key=lambda c: c.name, reverse=True)
             be.sort(key=lambda c: c.memory_used, reverse=True)

@@ -12,6 +12,8 @@ It is re-read when it changes; invalid content keeps the last good configuration
 from __future__ import annotations
 
 import logging
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +115,32 @@ def parse_resources(data: object) -> dict[str, int]:
     return resources
 
 
+def read_config_text(path: Path) -> str:
+    """The file's text, refused (NodeSLOError) unless it is a regular file (a symlink to one,
+    as a ConfigMap mount has, is fine) of at most MAX_FILE_BYTES, not empty (a writer may be
+    between truncating and writing) and UTF-8."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NodeSLOError("file", "not a regular file")
+        data = b""
+        while len(data) <= MAX_FILE_BYTES:
+            chunk = os.read(fd, MAX_FILE_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise NodeSLOError("file", f"more than {MAX_FILE_BYTES} bytes")
+    if not data.strip():
+        raise NodeSLOError("file", "empty (being rewritten?)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise NodeSLOError("file", f"not UTF-8 (byte {err.start})") from None
+
+
 class NodeConfigFile:
     """Loads ``path`` and re-loads it when it changes; ``current`` is the last good config."""
 
@@ -143,9 +171,9 @@ class NodeConfigFile:
             return False
         self._seen = seen
         try:
-            config = parse_node_config(self.path.read_text())
+            config = parse_node_config(read_config_text(self.path))
         except (OSError, ModelError) as err:
-            self.error = f"{self.path}: {err}"
+            self.error = f"{self.path}: {err.strerror if isinstance(err, OSError) else err}"
             log.warning("node config not loaded, keeping the last good one: %s", self.error)
             return False
         self.error = None

@@ -100,6 +100,7 @@ class Amount(NamedTuple):
 
 
 def percent_of(amount: int, percent: int) -> int:
-    """amount * percent / 100, truncated toward zero as Koordinator's int64 conversion does."""
-    product = amount * percent
-    return product // 100 if product >= 0 else -(-product // 100)
+    """amount x percent/100 as Koordinator's MultiplyMilliQuant and MultiplyQuant compute it: in
+    float64, truncated toward zero by the int64 conversion. So 29 % of 100 is 28
+    (100 x 0.29 = 28.999999999999996), and published amounts agree to the milli and the byte."""
+    return int(float(amount) * (percent / 100.0))

@@ -11,7 +11,6 @@ from typing import Any
 
 from koordapi import keys
 from koordapi.annotation import parse_node_reservation
-from koordapi.cpuset import parse_cpuset
 from koordapi.errors import ModelError
 from manager.noderesource.amounts import ZERO, Pair, milli, units
 
@@ -65,9 +64,5 @@ def _annotation_reserved(annotations: Mapping[str, str], notes: list[str]) -> Pa
         notes.append(f"ignored {err}")
         return ZERO
     resources = reservation.resources
-    cpu = milli(resources["cpu"]) if "cpu" in resources else 0
     memory = units(resources["memory"]) if "memory" in resources else 0
-    if reservation.reserved_cpus:
-        # reservedCPUs wins over resources.cpu: whole cores kept away from pods
-        cpu = len(parse_cpuset(reservation.reserved_cpus)) * 1000  # validated by the parser
-    return cpu, memory
+    return reservation.cpu_milli, memory

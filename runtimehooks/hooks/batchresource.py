@@ -15,7 +15,15 @@ from decimal import Decimal
 
 from koordapi import annotation, features, keys
 from koordapi.annotation import ExtendedResources
-from koordapi.cgroup import UNLIMITED, milli_cpu_to_quota, milli_cpu_to_shares
+from koordapi.cgroup import (
+    MAX_CFS_QUOTA_US,
+    MAX_INT64,
+    MIN_MEMORY_LIMIT,
+    UNLIMITED,
+    milli_cpu_to_quota,
+    milli_cpu_to_shares,
+)
+from koordapi.errors import AnnotationError
 from koordapi.qos import QoSClass
 from runtimehooks.patch import ContainerPatch, PodPatch
 from runtimehooks.registry import Hook
@@ -36,6 +44,25 @@ def _amount(values: Mapping[str, Decimal], name: str) -> int:
     return 0 if value is None else math.ceil(value)
 
 
+def _checked(quota: int, memory: int) -> tuple[int, int]:
+    """(quota, memory limit) if the kernel can take them, else AnnotationError: the hook then
+    fails alone (counted) and the container starts with the other hooks' values."""
+    key = keys.ANNOTATION_EXTENDED_RESOURCE_SPEC
+    problem = None
+    if quota > MAX_CFS_QUOTA_US:
+        problem = f"gives a CFS quota of {quota} µs, more than the kernel's {MAX_CFS_QUOTA_US}"
+    elif memory > MAX_INT64:
+        problem = f"memory limit of {memory} bytes is past int64"
+    elif 0 < memory < MIN_MEMORY_LIMIT:
+        problem = (
+            f"memory limit of {memory} bytes is below {MIN_MEMORY_LIMIT >> 20} MiB: "
+            "the container could not start"
+        )
+    if problem is not None:
+        raise AnnotationError(key, f"batch resources: {problem}")
+    return quota, memory
+
+
 def _scaled_quota(quota: int, rules: Rules) -> int:
     if not rules.slo.batch_cfs_quota_enabled():
         return UNLIMITED
@@ -54,6 +81,7 @@ def pod(req: PodRequest, rules: Rules, stage: Stage) -> PodPatch | None:
     memory_limits = [_amount(r.limits, keys.BATCH_MEMORY) for r in spec.values()]
     quota = UNLIMITED if any(v <= 0 for v in cpu_limits) else milli_cpu_to_quota(sum(cpu_limits))
     memory = UNLIMITED if any(v <= 0 for v in memory_limits) else sum(memory_limits)
+    quota, memory = _checked(quota, memory)
     return PodPatch(
         cpu_shares=milli_cpu_to_shares(requests),
         cpu_cfs_quota_us=_scaled_quota(quota, rules),
@@ -66,12 +94,13 @@ def container(req: ContainerRequest, rules: Rules, stage: Stage) -> ContainerPat
     if not spec or req.name not in spec:
         return None
     resources = spec[req.name]
-    cpu_limit = _amount(resources.limits, keys.BATCH_CPU)
+    quota = milli_cpu_to_quota(_amount(resources.limits, keys.BATCH_CPU))
     memory_limit = _amount(resources.limits, keys.BATCH_MEMORY)
+    quota, memory_limit = _checked(quota, memory_limit if memory_limit > 0 else UNLIMITED)
     return ContainerPatch(
         cpu_shares=milli_cpu_to_shares(_amount(resources.requests, keys.BATCH_CPU)),
-        cpu_cfs_quota_us=_scaled_quota(milli_cpu_to_quota(cpu_limit), rules),
-        memory_limit=memory_limit if memory_limit > 0 else UNLIMITED,
+        cpu_cfs_quota_us=_scaled_quota(quota, rules),
+        memory_limit=memory_limit,
     )
 
 

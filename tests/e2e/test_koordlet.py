@@ -38,6 +38,19 @@ def be_pod(containers: dict[str, tuple[int, int, int, int]]) -> PodSpec:
     )
 
 
+def assert_batch_values_applied(node: Node) -> None:
+    """A BE pod asking 500m/1000m batch-cpu and 256Mi/512Mi batch-memory is run: its container
+    must hold koordlet's values (shares for 500m, quota for 1000m, the memory limit)."""
+    pod_id = node.run_pod(be_pod({"batch": (500, 1000, 256 * MiB, 512 * MiB)}))
+    cid = node.run_container(pod_id, ContainerSpec("batch", cpu_shares=2))
+    values = node.container_values(pod_id, cid)
+    assert (values.cpu_share, values.cpu_quota, values.memory_limit) == (
+        node.reader.cpu_share(512),
+        100000,
+        512 * MiB,
+    )
+
+
 def pinned_pod(cpuset: str, qos_class: str = "LSR") -> PodSpec:
     return PodSpec.new(
         qos="guaranteed",
@@ -220,3 +233,29 @@ def test_after_a_restart_koordlet_reconciles_existing_and_adjusts_new_containers
     )
     second = node.run_container(pod_id, ContainerSpec("b"))
     assert node.container_values(pod_id, second).cpu_quota == 200000
+
+
+MEMORY_QOS_BE = """
+resourceQOSStrategy:
+  beClass:
+    memoryQOS: {enable: true, minLimitPercent: 50, lowLimitPercent: 80, throttlingPercent: 80}
+"""
+
+
+def test_memory_qos_on_cgroup_v2_protects_and_throttles_a_be_container(node: Node) -> None:
+    # Batch-memory request 256Mi, limit 512Mi (cgroup v2 only: tests/e2e/tiers.py ONLY_IN).
+    args = ("--feature-gates", "MemoryQOS=true")
+    with KoordletProcess(node, node_slo=MEMORY_QOS_BE, args=args) as koordlet:
+        pod_id = node.run_pod(be_pod({"batch": (500, 1000, 256 * MiB, 512 * MiB)}))
+        cid = node.run_container(pod_id, ContainerSpec("batch"))
+        folder = node.reader.root / node.container_cgroup(pod_id, cid).strip("/")
+
+        def values() -> tuple[str, ...]:
+            names = ("memory.min", "memory.low", "memory.high", "memory.max")
+            return tuple((folder / name).read_text().strip() for name in names)
+
+        # min 50 % of the request; low 80 % of it, as the kernel keeps it (whole 4 KiB pages:
+        # 214748364 bytes asked, 52428 pages); high = request + 80 % of (limit - request),
+        # page-aligned; max the batch limit.
+        expected = tuple(str(v) for v in (128 * MiB, 52428 * 4096, 117964 * 4096, 512 * MiB))
+        koordlet.wait_until(lambda: values() == expected, 20, f"memory QoS values {expected}")

@@ -23,7 +23,7 @@ from tests.e2e.harness.cri import ContainerSpec
 from tests.e2e.harness.koordlet import PLUGIN_ID, KoordletProcess
 from tests.e2e.harness.node import Node
 from tests.e2e.harness.timing import deadline, scaled
-from tests.e2e.test_koordlet import MiB, be_pod
+from tests.e2e.test_koordlet import MiB, assert_batch_values_applied, be_pod
 
 KOORDCTL = Path(sys.executable).parent / "koordctl"
 UNIT = Path("/etc/systemd/system/koordlet.service")
@@ -149,14 +149,7 @@ def test_the_service_registers_is_watched_restarts_and_applies_batch_values(
     ).stdout  # fmt: skip
     assert journal.count("over NRI") >= 2, journal[-3000:]  # "connected to containerd ... over NRI"
 
-    pod_id = node.run_pod(be_pod({"batch": (500, 1000, 256 * MiB, 512 * MiB)}))
-    cid = node.run_container(pod_id, ContainerSpec("batch", cpu_shares=2))
-    values = node.container_values(pod_id, cid)
-    assert (values.cpu_share, values.cpu_quota, values.memory_limit) == (
-        node.reader.cpu_share(512),
-        100000,
-        512 * MiB,
-    )
+    assert_batch_values_applied(node)
 
     doctor = subprocess.run(
         [str(KOORDCTL), "doctor",

@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
+from koordapi.features import NOT_IMPLEMENTED, FeatureGates
 from koordlet import ctl, doctor
+from koordlet.cli import build_parser
 from koordlet.collectors import gpu
 from koordlet.collectors.base import CollectorUnavailable
 from koordlet.doctor import Check, DoctorConfig, Status
@@ -347,6 +349,31 @@ def test_a_registered_koordlet_is_ok(
     check = doctor.check_koordlet(replace(config, addr=addr))
 
     assert check == Check("koordlet", Status.OK, f"running at {addr}, registered over NRI")
+
+
+def test_a_koordlet_with_gates_turned_on_that_do_nothing_warns_and_names_them(
+    config: DoctorConfig, status_server: tuple[str, Reply]
+) -> None:
+    addr, reply = status_server
+    metrics = KoordletMetrics("node-1")
+    metrics.nri_connected.labels("node-1").set(1)
+    for gate in ("ResctrlCollector", "BlkIOReconcile"):
+        metrics.unimplemented_gates.labels("node-1", gate).set(1)
+    reply.body = generate_latest(metrics.registry)
+
+    check = doctor.check_koordlet(replace(config, addr=addr))
+
+    assert check.status is Status.WARN
+    assert check.finding.endswith("change nothing: BlkIOReconcile, ResctrlCollector")
+    assert "--feature-gates" in check.fix
+
+
+def test_koordlet_says_which_gates_do_nothing_in_help() -> None:
+    text = build_parser().format_help()
+    assert all(gate in text for gate in NOT_IMPLEMENTED)
+    gates = FeatureGates.parse("BlkIOReconcile=true,NodeTopologyReport=false,PSICollector=true")
+    assert list(gates.unimplemented()) == ["BlkIOReconcile"]
+    assert "NodeTopologyReport" in FeatureGates().unimplemented()  # on by default
 
 
 @pytest.mark.parametrize(

@@ -249,3 +249,43 @@ def test_without_a_window_every_write_reads_the_file(tmp_path: Path) -> None:
     ex.apply([CgroupWrite(CTR, "cpu.cfs_quota_us", 50000)])
     (root / "cpu" / CTR / "cpu.cfs_quota_us").write_text("70000\n")
     assert ex.apply([CgroupWrite(CTR, "cpu.cfs_quota_us", 50000)])[0].status is Status.APPLIED
+
+
+@pytest.mark.parametrize(
+    "cgroup",
+    [
+        "../../escape/pod",
+        "/kubepods/../../../escape/pod",
+        "kubepods/besteffort/../../../../escape/pod",
+    ],
+)
+def test_a_runtime_path_that_leaves_the_root_is_refused_and_nothing_is_written(
+    tmp_path: Path, cgroup: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = v1_tree(tmp_path / "cgroup")
+    # what each path reaches from <root>/cpu, if it were followed: tmp_path/escape/pod
+    victim = tmp_path / "escape" / "pod"
+    victim.mkdir(parents=True)
+    (victim / "cpu.shares").write_text("2\n")
+    ex = Executor(root)
+    assert (root / "cpu" / cgroup.strip("/") / "cpu.shares").resolve() == victim / "cpu.shares"
+
+    results = ex.apply([CgroupWrite(cgroup, "cpu.shares", 512)] * 2)
+
+    assert [r.status for r in results] == [Status.INVALID, Status.INVALID]
+    assert "leaves the root" in results[0].detail
+    assert read(victim, "cpu.shares") == "2"
+    assert ex.read(cgroup, "cpu.shares") is None
+    assert ex.subdirs(cgroup, "cpu.shares") == []
+    said = [r.getMessage() for r in caplog.records if "refused cgroup path" in r.getMessage()]
+    assert len(said) == 1  # once per path
+
+
+def test_dots_inside_a_name_are_not_a_parent_reference(tmp_path: Path) -> None:
+    root = v1_tree(tmp_path)
+    odd = "kubepods/besteffort/pod..A"
+    (root / "cpu" / odd).mkdir()
+    (root / "cpu" / odd / "cpu.shares").write_text("2\n")
+    result = Executor(root).apply([CgroupWrite(odd, "cpu.shares", 512)])[0]
+    assert result.status is Status.APPLIED
+    assert read(root, "cpu", odd, "cpu.shares") == "512"

@@ -161,6 +161,45 @@ def test_ignore_policy_starts_the_container_and_counts_the_cause(tmp_path: Path)
     assert value == 1.0
 
 
+@pytest.mark.parametrize(
+    ("cpu", "memory"),
+    [
+        pytest.param("1000", "1e400", id="memory-1e400"),
+        pytest.param("1000", "8Ei", id="memory-8Ei"),
+        pytest.param("1e20", str(512 * MiB), id="cpu-1e20"),
+        pytest.param("1000", "1", id="memory-1-byte"),
+    ],
+)
+def test_a_batch_limit_the_kernel_cannot_take_fails_only_that_hook(
+    tmp_path: Path, cpu: str, memory: str
+) -> None:
+    seen: dict[str, api.CreateContainerResponse] = {}
+
+    async def scenario(session: PluginSession, server: HookServer) -> None:
+        pod = be_pod()
+        limits = {keys.BATCH_CPU: cpu, keys.BATCH_MEMORY: memory}
+        spec = {"containers": {"main": {"requests": {keys.BATCH_CPU: "500"}, "limits": limits}}}
+        pod.annotations[keys.ANNOTATION_EXTENDED_RESOURCE_SPEC] = json.dumps(spec)
+        await session.state_change(api.RUN_POD_SANDBOX, pod)
+        seen["reply"] = await session.create_container(pod, container())
+
+    slo = NodeSLOSpec.parse({"resourceQOSStrategy": {"beClass": {"cpuQOS": {"enable": True}}}})
+    rules = Rules(slo=slo, gates=FeatureGates(), kernel=KernelFeatures(cpu_idle=True))
+    server = run_with(tmp_path, scenario, rules=rules)
+
+    assert "reply" in seen  # created: the translation to NRI never saw the value
+    cause = f"AnnotationError:{keys.ANNOTATION_EXTENDED_RESOURCE_SPEC}"
+    value = server.metrics.registry.get_sample_value(
+        "koordlet_runtime_hook_failures_total",
+        {"node": "n1", "hook": "BatchResource", "cause": cause},
+    )
+    assert value == 2.0  # the pod and the container stage
+    # the pod's cgroup keeps what it had; group identity (another hook) still made it idle
+    memory_file = tmp_path / "cgroup" / "memory" / POD_DIR / "memory.limit_in_bytes"
+    assert memory_file.read_text().strip() == "9223372036854771712"
+    assert (tmp_path / "cgroup" / "cpu" / POD_DIR / "cpu.idle").read_text().strip() == "1"
+
+
 def test_fail_policy_fails_the_runtime_request(tmp_path: Path) -> None:
     seen: dict[str, RpcError] = {}
 

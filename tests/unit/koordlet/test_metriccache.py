@@ -109,3 +109,22 @@ def test_series_survive_a_reopen(tmp_path: Path) -> None:
     assert agg is not None and agg.count == 2
     again.drop_series("pod_cpu_usage", POD)
     assert again.series() == []
+
+
+def test_a_cache_that_cannot_be_opened_is_kept_in_memory_with_the_reason(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    cache, problem = MetricCache.open(not_a_dir / "metrics.db")
+    assert problem is not None and problem.startswith(f"{not_a_dir}/metrics.db: ")
+    assert "File exists" in problem
+    assert cache.path is None
+    cache.append([Sample("node_cpu_usage", {}, 100.0, 1.5)])  # and it works
+    assert cache.last("node_cpu_usage", {}, now=100.0, max_age=2) == 1.5
+
+    garbage = tmp_path / "metrics.db"
+    garbage.write_bytes(b"this is not an SQLite database, but a file of the same name" * 100)
+    cache, problem = MetricCache.open(garbage)
+    assert cache.path is None and problem is not None and "not a database" in problem
+
+    cache, problem = MetricCache.open(tmp_path / "fine" / "metrics.db")
+    assert problem is None and cache.path == tmp_path / "fine" / "metrics.db"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -335,3 +336,35 @@ def test_koordctl_explain_renders_the_reasons(
 
     assert ctl.main(["explain", "nope", "--addr", addr]) == 1
     assert "no pod 'nope' on this node" in capsys.readouterr().err
+
+
+def test_idle_and_excess_connections_cannot_wear_the_server_down(tmp_path: Path) -> None:
+    refused: list[int] = []
+    srv = StatusServer(
+        "127.0.0.1",
+        0,
+        KoordletMetrics("node-1").registry,
+        explain_views(tmp_path, explained_audit()),
+        max_connections=4,
+        idle_seconds=0.5,
+        on_refused=lambda: refused.append(1),
+    )
+    srv.start()
+    try:
+        # A slowloris: connections that never send a byte. Four take the slots ...
+        idle = [socket.create_connection(("127.0.0.1", srv.port), timeout=10) for _ in range(4)]
+        # ... (the server accepts in the order of connection) and every further one is closed
+        # unserved at once (recv sees the end, not a wait).
+        flood = [socket.create_connection(("127.0.0.1", srv.port), timeout=10) for _ in range(40)]
+        assert [s.recv(1) for s in flood] == [b""] * 40
+        assert len(refused) == 40
+        # The idle ones are let go after idle_seconds ...
+        assert [s.recv(1) for s in idle] == [b""] * 4
+        # ... and a real client is served again.
+        url = f"http://127.0.0.1:{srv.port}/healthz"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            assert response.read() == b"ok\n"
+    finally:
+        for s in [*idle, *flood]:
+            s.close()
+        srv.stop()

@@ -123,6 +123,60 @@ def test_the_file_is_reloaded_on_change_and_bad_content_keeps_the_last_good(tmp_
     assert loader.error is None
 
 
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        pytest.param(
+            b"resourceQOSStrategy: {lsClass: \xff\xfe}\n", "not UTF-8 (byte 31)", id="latin"
+        ),
+        pytest.param(b"", "empty (being rewritten?)", id="empty"),
+        pytest.param(b"  \n\n", "empty (being rewritten?)", id="blank"),
+        pytest.param(b"#" * ((1 << 20) + 1), "more than 1048576 bytes", id="too-big"),
+    ],
+)
+def test_unreadable_content_keeps_the_last_good_config_and_says_why(
+    tmp_path: Path, content: bytes, reason: str
+) -> None:
+    path = tmp_path / "slo.yaml"
+    path.write_text(SLO_FILE)
+    loader = NodeConfigFile(path)
+    assert loader.reload_if_changed() is True
+    good = loader.current
+
+    path.write_bytes(content)
+    os.utime(path, ns=(7, 7))
+    assert loader.reload_if_changed() is False
+    assert loader.current is good
+    assert loader.error == f"{path}: file: {reason}"
+
+    path.write_text("resourceQOSStrategy: {lsClass: {cpuQOS: {enable: true}}}")  # then fixed
+    assert loader.reload_if_changed() is True
+    assert loader.current.spec.cpu_qos(QoSClass.LS).enable and loader.error is None
+
+
+def test_only_regular_files_are_read_though_a_symlink_to_one_is(tmp_path: Path) -> None:
+    # A ConfigMap mount's file is a symlink to a regular file; /dev/zero would never end.
+    target = tmp_path / "..data" / "slo.yaml"
+    target.parent.mkdir()
+    target.write_text(SLO_FILE)
+    link = tmp_path / "slo.yaml"
+    link.symlink_to(target)
+    loader = NodeConfigFile(link)
+    assert loader.reload_if_changed() is True
+    good = loader.current
+
+    link.unlink()
+    link.symlink_to("/dev/zero")
+    assert loader.reload_if_changed() is False
+    assert loader.current is good
+    assert loader.error == f"{link}: file: not a regular file"
+
+    link.unlink()
+    os.mkfifo(link)  # no writer: opening must not block
+    assert loader.reload_if_changed() is False
+    assert loader.error == f"{link}: file: not a regular file"
+
+
 def _pod(pid: str, qos: str, cpuset: str | None = None) -> api.PodSandbox:
     pod = api.PodSandbox(id=pid, name=pid, uid=f"uid-{pid}", namespace="default")
     pod.labels[keys.LABEL_QOS_CLASS] = qos

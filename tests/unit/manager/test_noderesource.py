@@ -236,6 +236,19 @@ def be_pods(usage_cpu: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
             {"cpu": "44400", "memory": "98Gi"},
             id="c11-cpu-normalization-amplifies",
         ),
+        # A margin of 29 %: float64 makes it 28999m of 100 cores and 116Gi - 1 byte of 400Gi
+        # (MultiplyMilliQuant, MultiplyQuant), so batch is 1m and 1 byte more than exact
+        # arithmetic gives: c1 + (default margin - 29 %) of capacity + 1.
+        pytest.param(
+            dataclasses.replace(
+                ON, cpu_reclaim_threshold_percent=71, memory_reclaim_threshold_percent=71
+            ),
+            None,
+            None,
+            None,
+            {"cpu": "48001", "memory": str(122 * 2**30 + 1)},
+            id="c12-margin-truncated-in-float64-as-koordinator",
+        ),
     ],
 )
 def test_part_c_batch_cases(

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from nri_plugin import Stub, api, events, mux, status
+from nri_plugin import Stub, api, events, mux, status, ttrpc
 from nri_plugin.errors import NriError, RegistrationError, RpcError
-from nri_plugin.stub import identity_from_env
+from nri_plugin.stub import MAX_SYNC_OBJECTS, identity_from_env
 from nri_plugin.testing import FakeRuntime, PluginSession
 
 
@@ -304,12 +304,62 @@ def test_reconnects_after_the_runtime_drops_it_and_keeps_one_registration(tmp_pa
     run(scenario())
 
 
+def test_a_restarted_runtime_is_reached_as_its_socket_appears_not_after_the_backoff(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        sock = tmp_path / "nri.sock"
+        runtime = FakeRuntime()
+        await runtime.listen(sock)
+        # A backoff far longer than the test may wait: only the socket's creation can wake it.
+        stub = Stub(Recorder(), name="test", index="10", socket_path=sock,
+                    backoff_initial=30, backoff_max=60)  # fmt: skip
+        task = asyncio.create_task(stub.run())
+        await runtime.next_session()
+        for _ in range(3):  # the runtime exits (its socket goes) and starts again
+            runtime.stop_listening()
+            sock.unlink()
+            await runtime.close()
+            runtime = FakeRuntime()
+            await runtime.listen(sock)
+            await runtime.next_session(timeout=10)
+        assert stub.registrations == 4
+        await finish(runtime, stub, task)
+
+    run(scenario())
+
+
+def test_without_a_folder_to_watch_the_timer_still_reconnects(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        sock = tmp_path / "later" / "nri.sock"  # the runtime has not made its folder yet
+        stub = Stub(Recorder(), name="test", index="10", socket_path=sock, backoff_initial=0.01,
+                    backoff_max=0.05)  # fmt: skip
+        task = asyncio.create_task(stub.run())
+        await asyncio.sleep(0.1)  # a few refused tries; the stub keeps going
+        sock.parent.mkdir()
+        runtime = FakeRuntime()
+        await runtime.listen(sock)
+        await runtime.next_session(timeout=10)
+        await finish(runtime, stub, task)
+
+    run(scenario())
+
+
 @pytest.mark.parametrize(
     "garbage",
     [
         pytest.param(mux.HEADER.pack(7, 3) + b"abc", id="unknown-connection"),
         pytest.param(mux.HEADER.pack(1, mux.MAX_FRAME_PAYLOAD + 1), id="oversized-frame"),
         pytest.param(mux.HEADER.pack(1, 100) + b"trunc", id="closed-mid-frame"),
+        pytest.param(
+            mux.encode_frames(
+                mux.PLUGIN_SERVICE_CONN,
+                b"".join(
+                    ttrpc.HEADER.pack(0, 2 * i + 1, ttrpc.TYPE_REQUEST, 0) for i in range(1000)
+                ),
+            ),
+            id="a-frame-of-1000-empty-requests",
+        ),
     ],
 )
 def test_bad_input_closes_the_connection_and_the_stub_reconnects(
@@ -475,3 +525,21 @@ def test_a_trailing_newline_does_not_pass_for_a_valid_index(
     monkeypatch.delenv("NRI_PLUGIN_IDX", raising=False)
     with pytest.raises(RegistrationError, match="invalid plugin index"):
         Stub(Recorder(), name="ok", index=index)
+
+
+def test_a_synchronize_past_the_bound_closes_the_connection_before_it_grows(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        pods = [api.PodSandbox(id=f"p{i}", name=f"p{i}") for i in range(MAX_SYNC_OBJECTS + 1)]
+        runtime = FakeRuntime(pods=pods, sync_chunk=5000)  # never finishes within the bound
+        sock = tmp_path / "nri.sock"
+        await runtime.listen(sock)
+        stub = Stub(Recorder(), name="test", index="10", socket_path=sock, reconnect=False)
+        task = asyncio.create_task(stub.run())
+        await asyncio.wait_for(task, 10)  # the session ends: the stub closed the connection
+        assert not stub.synchronized.is_set()
+        assert (stub._sync_pods, stub._sync_containers) == ([], [])  # nothing held on to
+        await runtime.close()
+
+    run(scenario())

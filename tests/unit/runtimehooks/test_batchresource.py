@@ -193,3 +193,36 @@ def test_hook_registers_pod_and_container_stages() -> None:
     assert (hook.name, hook.gate) == ("BatchResource", features.BATCH_RESOURCE)
     assert {Stage.PRE_RUN_POD_SANDBOX, Stage.PRE_CREATE_CONTAINER} <= hook.stages
     assert Stage.PRE_REMOVE_POD_SANDBOX not in hook.stages
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        pytest.param(batch("500", "1e400"), "past int64", id="memory-1e400"),
+        pytest.param(batch("500", "8Ei"), "9223372036854775808 bytes is past int64", id="8Ei"),
+        pytest.param(batch("1e20", "2Gi"), "more than the kernel's 17592186044415", id="cpu-1e20"),
+        pytest.param(batch("175921860445", "2Gi"), "17592186044500 µs", id="quota-just-over"),
+        pytest.param(batch("500", "1"), "1 bytes is below 6 MiB", id="memory-1-byte"),
+        pytest.param(batch("500", "6291455"), "below 6 MiB", id="memory-just-under"),
+    ],
+)
+def test_values_the_kernel_cannot_take_fail_the_hook_with_the_reason(
+    limits: dict[str, str], message: str
+) -> None:
+    owner = be_pod({"c0": {"requests": batch("500", "2Gi"), "limits": limits}})
+    with pytest.raises(AnnotationError, match=message):
+        batchresource.pod(owner, QUOTA_ON, POD_STAGE)
+    with pytest.raises(AnnotationError, match=message):
+        batchresource.container(container(owner, "c0"), QUOTA_ON, CONTAINER_STAGE)
+
+
+def test_the_largest_values_the_kernel_takes_pass() -> None:
+    limits = batch("175921860444", str((1 << 63) - 1))
+    owner = be_pod({"c0": {"requests": batch("500", "2Gi"), "limits": limits}})
+    patch = batchresource.container(container(owner, "c0"), QUOTA_ON, CONTAINER_STAGE)
+    assert patch is not None
+    assert (patch.cpu_cfs_quota_us, patch.memory_limit) == (17_592_186_044_400, (1 << 63) - 1)
+    small = be_pod({"c0": {"limits": batch("500", "6Mi")}})
+    assert batchresource.pod(small, QUOTA_ON, POD_STAGE) == PodPatch(
+        cpu_shares=2, cpu_cfs_quota_us=50000, memory_limit=6 << 20
+    )

@@ -104,23 +104,46 @@ def status(ctx: Context) -> str:
 
 
 def test_burst_is_limit_times_percent_and_pod_gets_the_sum(node: Node) -> None:
-    pod = node.add(known_pod("web", containers={"a": TWO_CORES, "b": HALF_CORE, "c": NO_LIMIT}))
+    containers = {"a": TWO_CORES, "b": HALF_CORE, "c": NO_LIMIT}
+    pod = node.add(known_pod("web", containers=containers), pod_quota=250_000)
     strategy = CPUBurst(node.executor)
-    ctx = node.ctx([pod], "cpuBurstOnly")
+    ctx = node.ctx([pod], "cpuBurstOnly", cpuBurstPercent=60)
     strategy.run(ctx)
     assert [node.read(ctr_dir(pod, i), "cpu.cfs_burst_us") for i in range(3)] == [
-        2_000_000,
-        500_000,
+        120_000,
+        30_000,
         0,
     ]
-    assert node.read(pod.request.cgroup_dir, "cpu.cfs_burst_us") == 2_500_000
+    assert node.read(pod.request.cgroup_dir, "cpu.cfs_burst_us") == 150_000
     reasons = [a.reason for a in ctx.audit.recent() if a.kind == "cfs_burst_us"]
-    assert "cpu burst: limit 2.00 cores x 1000% = 2000000us" in reasons
-    assert strategy.scaled[(pod.request.uid, "web-c0")] == (2_000_000, 200_000)
+    assert "cpu burst: limit 2.00 cores x 60% = 120000us" in reasons
+    assert strategy.scaled[(pod.request.uid, "web-c0")] == (120_000, 200_000)
     # a second run changes nothing and records nothing
     before = len(ctx.audit.recent())
-    strategy.run(node.ctx([pod], "cpuBurstOnly"))
+    strategy.run(node.ctx([pod], "cpuBurstOnly", cpuBurstPercent=60))
     assert len(ctx.audit.recent()) == before
+
+
+def test_burst_above_the_quota_is_capped_at_it_as_the_kernel_requires(node: Node) -> None:
+    # Koordinator's default 1000 % asks 10 x the quota, which a mainline kernel refuses (EINVAL).
+    pod = node.add(known_pod("web", containers={"a": TWO_CORES, "b": HALF_CORE}), pod_quota=210_000)
+    ctx = node.ctx([pod], "cpuBurstOnly")
+    CPUBurst(node.executor).run(ctx)
+    assert [node.read(ctr_dir(pod, i), "cpu.cfs_burst_us") for i in range(2)] == [200_000, 50_000]
+    assert node.read(pod.request.cgroup_dir, "cpu.cfs_burst_us") == 210_000  # the pod's quota
+    reasons = [a.reason for a in ctx.audit.recent() if a.kind == "cfs_burst_us"]
+    assert "cpu burst: limit 0.50 cores x 1000% = 500000us, capped at the quota 50000us" in reasons
+    assert (
+        "cpu burst: sum of 2 containers = 250000us, capped at the pod's quota: 210000us" in reasons
+    )
+
+
+def test_a_pod_without_a_quota_gets_no_burst_as_the_kernel_requires(node: Node) -> None:
+    pod = node.add(known_pod("web", containers={"a": HALF_CORE}))  # pod quota -1
+    (node.root / "cpu" / pod.request.cgroup_dir / "cpu.cfs_burst_us").write_text("9000\n")
+    CPUBurst(node.executor).run(node.ctx([pod], "cpuBurstOnly", cpuBurstPercent=20))
+    assert node.read(ctr_dir(pod), "cpu.cfs_burst_us") == 10_000
+    assert node.read(pod.request.cgroup_dir, "cpu.cfs_burst_us") == 0
 
 
 def test_scaled_values_are_exported_and_dropped_with_the_container(node: Node) -> None:
@@ -130,7 +153,7 @@ def test_scaled_values_are_exported_and_dropped_with_the_container(node: Node) -
     strategy.run(node.ctx([pod], "cpuBurstOnly"))
     labels = {"node": "node1", "pod": "default/web", "container": "a"}
     get = metrics.registry.get_sample_value
-    assert get("koordlet_container_scaled_cfs_burst_us", labels) == 2_000_000
+    assert get("koordlet_container_scaled_cfs_burst_us", labels) == 200_000  # at the quota
     assert get("koordlet_container_scaled_cfs_quota_us", labels) == 200_000
     strategy.run(node.ctx([], "cpuBurstOnly"))
     assert get("koordlet_container_scaled_cfs_burst_us", labels) is None
@@ -144,10 +167,10 @@ def test_policy_without_cpu_burst_sets_zero(node: Node) -> None:
 
 
 def test_pod_annotation_overrides_node_config(node: Node) -> None:
-    note = {keys.ANNOTATION_CPU_BURST: json.dumps({"policy": "auto", "cpuBurstPercent": 200})}
+    note = {keys.ANNOTATION_CPU_BURST: json.dumps({"policy": "auto", "cpuBurstPercent": 70})}
     pod = node.add(known_pod("web", containers={"a": TWO_CORES}, annotations=note))
     CPUBurst(node.executor).run(node.ctx([pod], "none"))
-    assert node.read(ctr_dir(pod), "cpu.cfs_burst_us") == 400_000
+    assert node.read(ctr_dir(pod), "cpu.cfs_burst_us") == 140_000
 
 
 @pytest.mark.parametrize(
@@ -157,9 +180,9 @@ def test_bad_annotation_falls_back_to_node_config(node: Node, text: str) -> None
     pod = node.add(
         known_pod("web", containers={"a": TWO_CORES}, annotations={keys.ANNOTATION_CPU_BURST: text})
     )
-    ctx = node.ctx([pod], "cpuBurstOnly")
+    ctx = node.ctx([pod], "cpuBurstOnly", cpuBurstPercent=45)
     CPUBurst(node.executor).run(ctx)
-    assert node.read(ctr_dir(pod), "cpu.cfs_burst_us") == 2_000_000
+    assert node.read(ctr_dir(pod), "cpu.cfs_burst_us") == 90_000  # the node's 45 %
     assert "default/web: bad annotation" in status(ctx)
 
 

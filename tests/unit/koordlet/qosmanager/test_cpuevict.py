@@ -13,6 +13,8 @@ from koordlet.qosmanager import eviction
 from koordlet.qosmanager.cpuevict import (
     NAME,
     CPUEvict,
+    batch_allocatable_milli,
+    enough_samples,
     satisfaction_release,
     usage_high_enough,
 )
@@ -112,6 +114,9 @@ def test_satisfaction_release(
 
 
 def test_usage_high_enough() -> None:
+    # no limit known (no batch-cpu allocatable): never high enough
+    assert not usage_high_enough(5000, -1, None)
+    assert not usage_high_enough(5000, 0, 10)
     # a limit under one core always counts as saturated
     assert usage_high_enough(0, 999, None)
     assert usage_high_enough(0, 1, 90)
@@ -268,16 +273,93 @@ def test_evict_by_allocatable_uses_the_nodes_batch_cpu() -> None:
     assert backend.victims == ["a", "b"]
 
 
-def test_evict_by_allocatable_without_batch_cpu_counts_it_as_one_milli_core() -> None:
+def test_evict_by_allocatable_without_batch_cpu_evicts_nothing() -> None:
+    # Koordinator's getBEMilliAllocatable: no batch-cpu on the node is -1, and a limit <= 0
+    # never counts as BE usage high enough, whatever the usage.
+    cache = MetricCache()
+    be_series(cache, steady(9700), steady(10000), steady(800))
+    config = {**BE_CONFIG, "cpuEvictPolicy": "evictByAllocatable"}
+    backend = Backend()
+    ctx = make_ctx([be_pod("a", 1000)], {"a": 0.97}, config=config, gates=BE_GATE, cache=cache,
+                   allocatable={"cpu": 8000})  # fmt: skip
+
+    CPUEvict(Evictor(backend)).run(ctx)
+
+    assert backend.calls == []
+    assert "no kubernetes.io/batch-cpu allocatable" in status(ctx)
+
+
+def test_evict_by_allocatable_with_zero_batch_cpu_counts_it_as_one_milli_core() -> None:
     cache = MetricCache()
     be_series(cache, steady(0), steady(10000), steady(8000))
     config = {**BE_CONFIG, "cpuEvictPolicy": "evictByAllocatable"}
-    ctx = make_ctx([be_pod("a", 1000)], {"a": 0.1}, config=config, gates=BE_GATE, cache=cache)
+    ctx = make_ctx([be_pod("a", 1000)], {"a": 0.1}, config=config, gates=BE_GATE, cache=cache,
+                   allocatable={keys.BATCH_CPU: 0})  # fmt: skip
 
     CPUEvict(Evictor(Backend())).run(ctx)
 
     # limit 1m (< 1000m: usage always high enough): 10000 x (0.5 - 0.0001) = 4999m
     assert "= 4999m" in status(ctx)
+
+
+@pytest.mark.parametrize(
+    ("allocatable", "expected"),
+    [
+        pytest.param({}, -1.0, id="absent"),
+        pytest.param({keys.BATCH_CPU: 0}, 1.0, id="zero"),
+        pytest.param({keys.BATCH_CPU: 37251}, 37251.0, id="published"),
+        pytest.param({"cpu": 64000}, -1.0, id="only-cpu"),
+    ],
+)
+def test_batch_allocatable_as_koordinator_reads_it(
+    allocatable: dict[str, int], expected: float
+) -> None:
+    assert batch_allocatable_milli(allocatable) == expected
+
+
+@pytest.mark.parametrize(
+    ("count", "window", "interval", "enough"),
+    [
+        pytest.param(3, 10, 1.0, True, id="3x1s-covers-10s:10//3=3"),
+        pytest.param(2, 10, 1.0, False, id="2x1s-short-of-10s"),
+        pytest.param(3, 11, 1.0, True, id="11//3=3"),
+        pytest.param(3, 12, 1.0, False, id="12//3=4"),
+        pytest.param(2, 13, 2.0, True, id="2x2s-covers-13s:13//3=4"),
+        pytest.param(1, 7, 1.5, False, id="1.5s-counts-as-1s:1<7//3"),
+        pytest.param(2, 7, 1.5, True, id="2x1s-covers-7s"),
+        pytest.param(0, 2, 1.0, True, id="under-3s-needs-nothing"),
+    ],
+)
+def test_sample_count_in_koordinators_whole_seconds(
+    count: int, window: int, interval: float, enough: bool
+) -> None:
+    assert enough_samples(count, window, interval) is enough
+
+
+def test_a_window_of_ten_seconds_is_satisfied_by_three_samples() -> None:
+    backend = Backend()
+    cache = MetricCache()
+    be_series(cache, steady(2900, 3), steady(10000, 3), steady(3000, 3))
+    config = {**BE_CONFIG, "cpuEvictTimeWindowSeconds": 10}
+    ctx = make_ctx([be_pod("a", 4000)], {"a": 1.0}, config=config, gates=BE_GATE, cache=cache)
+
+    CPUEvict(Evictor(backend)).run(ctx)
+
+    assert backend.victims == ["a"]
+
+
+def test_unlabelled_kubernetes_besteffort_pods_are_not_be_victims() -> None:
+    plain = known_pod("plain-besteffort", kube="BestEffort")  # no koordinator.sh/qosClass
+    pods = [plain, be_pod("labelled", 1000)]
+    backend = Backend()
+    ctx = make_ctx(pods, {"plain-besteffort": 1.9, "labelled": 0.3}, config=BE_CONFIG,
+                   gates=BE_GATE, cache=starved_cache())  # fmt: skip
+
+    CPUEvict(Evictor(backend)).run(ctx)
+
+    # 2000m to release; the labelled pod gives back only 1000m, and the busier unlabelled pod
+    # (no batch-cpu to give back) is still not chosen.
+    assert backend.victims == ["labelled"]
 
 
 @pytest.mark.parametrize(

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 import pytest
 
+from koordapi.annotation import parse_node_reservation
 from koordapi.features import FeatureGates
 from koordlet.metriccache import MetricCache
 from koordlet.qosmanager.audit import Action, AuditTrail
-from koordlet.qosmanager.framework import Context, NodeResources, QoSManager
-from tests.unit.koordlet.qosmanager.fakes import NOW, context, samples
+from koordlet.qosmanager.framework import Context, NodeResources, QoSManager, node_resources
+from runtimehooks.rules import NodeState
+from tests.unit.koordlet.qosmanager.fakes import NOW, context, rules, samples, topology
 
 
 class Probe:
@@ -83,6 +86,26 @@ def test_reserved_cpu_is_the_larger_of_kubelet_and_annotation_reservations() -> 
         NodeResources(8000, 1, {"cpu": 7000}, reservation_cpu_milli=2500).reserved_cpu_milli == 2500
     )
     assert NodeResources(8000, 1).allocatable_cpu_milli == 8000
+
+
+@pytest.mark.parametrize(
+    ("reservation", "expected"),
+    [
+        # cases after Koordinator's GetNodeReservationResources tests, with odd numbers
+        pytest.param({"resources": {"cpu": "10"}}, 10_000, id="resources-cpu"),
+        pytest.param({"resources": {"cpu": "2250m"}}, 2250, id="milli"),
+        pytest.param({"resources": {"cpu": "0.0005"}}, 1, id="rounded-up"),
+        pytest.param({"reservedCPUs": "0-1,5"}, 3000, id="reserved-cpus"),
+        pytest.param({"resources": {"cpu": "10"}, "reservedCPUs": "0-1"}, 2000, id="cpus-win"),
+        pytest.param({"resources": {"memory": "10Gi"}}, 0, id="no-cpu"),
+    ],
+)
+def test_the_reservation_annotation_counts_reserved_cpus_as_koordinator(
+    reservation: dict[str, object], expected: int
+) -> None:
+    annotation = parse_node_reservation(json.dumps(reservation))
+    node = node_resources(topology(), rules(node=NodeState(reservation=annotation)), {})
+    assert node.reservation_cpu_milli == expected
 
 
 def test_audit_finds_actions_of_a_pod_and_of_its_class_and_logs_status_changes_once(

@@ -284,14 +284,18 @@ def test_only_be_pods_are_victims_of_be_memory_evict() -> None:
         known_pod("lsr", qos="LSR", kube="Guaranteed"),
         known_pod("ls", qos="LS"),
         known_pod("plain", kube="Burstable"),  # no class label: not BE
-        known_pod("kube-be", kube="BestEffort"),  # Kubernetes BestEffort: BE
+        # Kubernetes BestEffort without the label: not BE for eviction (Koordinator's
+        # GetPodQoSClassRaw), though it uses the most memory
+        known_pod("kube-be", kube="BestEffort"),
+        known_pod("labelled-be", qos="BE", kube="BestEffort"),
     ]
-    memory = {"lsr": 8 * GIB, "ls": 8 * GIB, "plain": 8 * GIB, "kube-be": GIB}
+    memory = {"lsr": 8 * GIB, "ls": 8 * GIB, "plain": 8 * GIB, "kube-be": 9 * GIB,
+              "labelled-be": GIB}  # fmt: skip
     backend = Backend()
 
     MemoryEvict(Evictor(backend)).run(run_ctx(pods, memory, percent=99))
 
-    assert backend.victims == ["kube-be"]
+    assert backend.victims == ["labelled-be"]
 
 
 def test_no_be_pod_means_no_eviction_and_a_status() -> None:
