@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -16,8 +15,8 @@ from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess, free_port
 from tests.e2e.harness.node import Node
 from tests.e2e.harness.timing import scaled
+from tests.e2e.test_koordlet import assert_batch_values_applied
 
-MiB = 1 << 20
 KOORDCTL = Path(sys.executable).parent / "koordctl"
 REGISTERED = 'registered as \\"00-koordlet\\"'
 
@@ -133,23 +132,7 @@ def test_containerd_launches_the_installed_koordlet_which_adjusts_containers(
     first = plugin_pids(node.containerd.pid)
     assert len(first) == 1
 
-    batch = {"requests": {keys.BATCH_CPU: "500", keys.BATCH_MEMORY: str(256 * MiB)},
-             "limits": {keys.BATCH_CPU: "1000", keys.BATCH_MEMORY: str(512 * MiB)}}  # fmt: skip
-    pod = PodSpec.new(
-        qos="besteffort",
-        labels={keys.LABEL_QOS_CLASS: "BE"},
-        annotations={
-            keys.ANNOTATION_EXTENDED_RESOURCE_SPEC: json.dumps({"containers": {"batch": batch}})
-        },
-    )
-    pod_id = node.run_pod(pod)
-    cid = node.run_container(pod_id, ContainerSpec("batch", cpu_shares=2))
-    values = node.container_values(pod_id, cid)
-    assert (values.cpu_share, values.cpu_quota, values.memory_limit) == (
-        node.reader.cpu_share(512),
-        100000,
-        512 * MiB,
-    )
+    assert_batch_values_applied(node)
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=scaled(5)) as reply:
         assert 'node="e2e-node"' in reply.read().decode()  # NODE_NAME from koordlet.env
 

@@ -247,3 +247,30 @@ def test_a_stopped_container_is_forgotten(tmp_path: Path) -> None:
 
     run_with(tmp_path, scenario)
     assert seen["left"] == ["c-b"]
+
+
+def test_a_runtime_cgroup_path_out_of_the_root_gets_nothing_written_there(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # What "/../../escape/pod" reaches from <root>/cpu and <root>/memory: tmp_path/escape/pod.
+    escape = tmp_path / "escape" / "pod"
+    escape.mkdir(parents=True)
+    planted = {"cpu.shares": "2", "cpu.cfs_quota_us": "-1", "memory.limit_in_bytes": "-1"}
+    for name, value in planted.items():
+        (escape / name).write_text(value + "\n")
+    seen: dict[str, api.CreateContainerResponse] = {}
+
+    async def scenario(session: PluginSession, server: HookServer) -> None:
+        pod = be_pod()
+        pod.linux.cgroup_parent = "/../../escape/pod"
+        ctr = container()
+        ctr.linux.cgroups_path = "/../../escape/pod/c-main"
+        await session.state_change(api.RUN_POD_SANDBOX, pod)
+        seen["reply"] = await session.create_container(pod, ctr)
+
+    run_with(tmp_path, scenario)
+
+    assert "reply" in seen  # the container is still created
+    assert {name: (escape / name).read_text().strip() for name in planted} == planted
+    said = [r.getMessage() for r in caplog.records if "refused cgroup path" in r.getMessage()]
+    assert said == [f"refused cgroup path '../../escape/pod': it leaves {tmp_path / 'cgroup'}"]
