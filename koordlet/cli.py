@@ -33,6 +33,18 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 10s, 500ms)") from None
 
 
+def add_server_flags(p: argparse.ArgumentParser) -> None:
+    """The metrics and status server's address, and who may read its JSON API."""
+    p.add_argument("--addr", default=":9316", help="metrics address; empty to disable")
+    p.add_argument(
+        "--status-api-remote",
+        default="false",
+        choices=["true", "false"],
+        help="answer the JSON status API (/api/v1/...) for remote clients too; by default only "
+        "this machine's loopback may read pods, uids and cgroup paths",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="koordlet", description="Koordinator's node QoS daemon, in Python."
@@ -70,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="e.g. CPUNormalization=true,GroupIdentity=false; accepted but not implemented "
         f"(they change nothing): {', '.join(sorted(NOT_IMPLEMENTED))}",
     )
-    p.add_argument("--addr", default=":9316", help="metrics address; empty to disable")
+    add_server_flags(p)
     p.add_argument(
         "--node-slo-file",
         default=None,
@@ -197,6 +209,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         reconcile_interval=args.runtime_hooks_reconcile_interval,
         feature_gates=gates,
         metrics_addr=args.addr,
+        status_api_remote=args.status_api_remote == "true",
         node_slo_file=Path(args.node_slo_file) if args.node_slo_file else None,
         kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
         disable_unset_cpu_quota=args.disable_unset_cpu_quota == "true",

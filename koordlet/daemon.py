@@ -101,6 +101,7 @@ class Config:
     reconcile_interval: float = 10.0
     feature_gates: FeatureGates = field(default_factory=FeatureGates)
     metrics_addr: str = ":9316"
+    status_api_remote: bool = False  # the JSON API for remote clients too (ours)
     node_slo_file: Path | None = None
     kubeconfig: Path | None = None  # cluster mode: this, or in-cluster credentials
     disable_unset_cpu_quota: bool = False
@@ -470,6 +471,7 @@ class Koordlet:
                     self.metrics.registry,
                     self.views,
                     on_refused=refused.inc,
+                    api_remote=self.config.status_api_remote,
                 )
             except OSError as err:
                 log.warning("cannot serve metrics on %s yet (%s); retrying in 2s", addr, err)

@@ -13,15 +13,18 @@
                                      latest window (with pod: its histograms and containers);
                                      "available": false and the reason while the collector is off
 
-It serves from its own threads and only reads: the views it is given do the work. Bad query
-parameters get a 400 with a one-line JSON error. Whoever can reach the address cannot wear
-koordlet down: at most ``max_connections`` are served at once (more are closed at once and
-counted), and a connection that sends nothing for ``idle_seconds`` is closed, so a slowloris
-holds neither threads nor file descriptors for long.
+/metrics and /healthz answer anyone who can reach the address (Prometheus, the kubelet's
+probes); the JSON API answers clients on this machine's loopback only, unless
+``--status-api-remote``. It serves from its own threads and only reads: the views it is given
+do the work. Bad query parameters get a 400 with a one-line JSON error. Whoever can reach the
+address cannot wear koordlet down: at most ``max_connections`` are served at once (more are
+closed at once and counted), and a connection that sends nothing for ``idle_seconds`` is
+closed, so a slowloris holds neither threads nor file descriptors for long.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import threading
@@ -111,6 +114,16 @@ class BoundedHTTPServer(ThreadingHTTPServer):
             self.slots.release()
 
 
+def is_loopback(host: str) -> bool:
+    """Whether a client address is this machine's loopback (IPv4, IPv6 or IPv4-mapped)."""
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool((mapped or address).is_loopback)
+
+
 class StatusServer:
     """See the module docstring. ``start()`` returns the port (useful with port 0)."""
 
@@ -124,9 +137,13 @@ class StatusServer:
         max_connections: int = MAX_CONNECTIONS,
         idle_seconds: float = IDLE_SECONDS,
         on_refused: Callable[[], None] = lambda: None,
+        api_remote: bool = False,
+        is_local: Callable[[str], bool] = is_loopback,
     ) -> None:
         self.registry = registry
         self.views = views
+        self.api_remote = api_remote
+        self.is_local = is_local
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -171,8 +188,17 @@ class StatusServer:
             "/api/v1/inspect": self._inspect,
         }
         route = routes.get(url.path)
+        client = str(request.client_address[0]) if request.client_address else ""
         try:
-            if route is None:
+            if url.path.startswith("/api/") and not self.api_remote and not self.is_local(client):
+                # pod names, uids and cgroup paths are for the node's own operators
+                message = "the status API answers this machine only (--status-api-remote)"
+                status, kind, body = (
+                    403,
+                    "application/json",
+                    json.dumps({"error": message}).encode(),
+                )
+            elif route is None:
                 status, kind, body = 404, "application/json", b'{"error": "not found"}\n'
             else:
                 status, kind, body = route(parse_qs(url.query))

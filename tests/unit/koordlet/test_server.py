@@ -20,7 +20,7 @@ from koordlet.metriccache import MetricCache, Sample
 from koordlet.metrics import KoordletMetrics
 from koordlet.nodemetric import build_status
 from koordlet.qosmanager.audit import Action, AuditTrail
-from koordlet.server import StatusServer
+from koordlet.server import StatusServer, is_loopback
 from koordlet.states.pods import PodStore
 from koordlet.states.topology import Topology
 from koordlet.views import KoordletViews
@@ -367,4 +367,50 @@ def test_idle_and_excess_connections_cannot_wear_the_server_down(tmp_path: Path)
     finally:
         for s in [*idle, *flood]:
             s.close()
+        srv.stop()
+
+
+@pytest.mark.parametrize(
+    ("host", "local"),
+    [
+        ("127.0.0.1", True),
+        ("127.3.2.1", True),
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),
+        ("10.0.0.7", False),
+        ("::ffff:10.0.0.7", False),
+        ("fe80::1%eth0", False),
+        ("", False),
+    ],
+)
+def test_loopback_clients_are_told_apart(host: str, local: bool) -> None:
+    assert is_loopback(host) is local
+
+
+@pytest.mark.parametrize("remote_allowed", [False, True])
+def test_the_json_api_answers_remote_clients_only_when_allowed(
+    tmp_path: Path, remote_allowed: bool
+) -> None:
+    srv = StatusServer(
+        "127.0.0.1",
+        0,
+        KoordletMetrics("node-1").registry,
+        explain_views(tmp_path, explained_audit()),
+        api_remote=remote_allowed,
+        is_local=lambda host: False,  # every client counts as remote
+    )
+    srv.start()
+    try:
+        for path in ("/metrics", "/healthz"):  # Prometheus and the probes, from anywhere
+            url = f"http://127.0.0.1:{srv.port}{path}"
+            with urllib.request.urlopen(url, timeout=5) as response:
+                assert response.status == 200
+        if remote_allowed:
+            assert get(srv, "/api/v1/explain?pod=default%2Fjob")["uid"] == "u-job"
+        else:
+            with pytest.raises(urllib.error.HTTPError) as err:
+                get(srv, "/api/v1/explain?pod=default%2Fjob")
+            assert err.value.code == 403
+            assert "--status-api-remote" in json.loads(err.value.read())["error"]
+    finally:
         srv.stop()
