@@ -522,9 +522,10 @@ class Koordlet:
         for gate, missing in gates.unimplemented().items():
             # one a user turned on deserves a warning (and koordctl doctor's); one on by
             # default, a note
-            level = logging.WARNING if gate in gates.overrides else logging.INFO
+            turned_on = gate in gates.overrides
+            level = logging.WARNING if turned_on else logging.INFO
             log.log(level, "feature gate %s is on but not implemented here: %s", gate, missing)
-            if gate in gates.overrides:
+            if turned_on:
                 self.metrics.unimplemented_gates.labels(self.config.node_name, gate).set(1)
         if gates.enabled("CoreSched") and not k.core_sched:
             log.warning(

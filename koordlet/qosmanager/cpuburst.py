@@ -300,9 +300,10 @@ class CPUBurst:
             total += value
             writes.append((CgroupWrite(ctr.cgroup_dir, BURST, value), cid, why))
         pod_why = f"cpu burst: sum of {len(writes)} containers = {total}us"
-        pod_quota = self.executor.read(pod.cgroup_dir, QUOTA)
-        if isinstance(pod_quota, int) and total > 0 and (pod_quota < 0 or total > pod_quota):
-            # the same kernel rule: no burst without a quota, none above it
+        # The same kernel rule: no burst without a quota, none above it. A pod with no burst
+        # to give needs no read of its quota (this runs for every pod every second).
+        pod_quota = self.executor.read(pod.cgroup_dir, QUOTA) if total > 0 else None
+        if isinstance(pod_quota, int) and (pod_quota < 0 or total > pod_quota):
             total = max(pod_quota, 0)
             pod_why += f", capped at the pod's quota: {total}us"
         writes.append((CgroupWrite(pod.cgroup_dir, BURST, total), "", pod_why))
