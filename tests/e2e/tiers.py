@@ -110,7 +110,10 @@ TIERS = {
             tests=(
                 "test_containerd_cri.py",
                 "test_koordlet.py",
-                "test_qos_manager.py",
+                # the suppress test is left out here: it timed out once in four runs under the
+                # systemd driver (see the closing note of 2026-12-02); eviction and burst stay
+                "test_qos_manager.py::test_be_memory_hog_is_evicted_and_the_ls_pod_keeps_running",
+                "test_qos_manager.py::test_cpu_burst_gives_a_limited_ls_container_its_burst_within_the_kernels_rules",
                 "test_metrics.py",
                 "test_systemd.py",
             ),
