@@ -73,8 +73,6 @@ DEFAULTS: Mapping[str, bool] = {
 # and by koordctl doctor when one is on.
 NOT_IMPLEMENTED: Mapping[str, str] = {
     "BlkIOReconcile": "no blkio/io QoS is reconciled",
-    "CPUAllocatableEvict": "no eviction by CPU allocatable",
-    "MemoryAllocatableEvict": "no eviction by memory allocatable",
     "ResctrlCollector": "no resctrl (LLC, memory bandwidth) metrics are collected",
     "AuditEvents": "no audit events beyond the QoS audit trail, which is always on",
     "NodeTopologyReport": "no NodeResourceTopology is reported",

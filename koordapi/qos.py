@@ -97,3 +97,31 @@ def default_priority_class_for_qos(qos: QoSClass) -> PriorityClass:
     if qos is QoSClass.BE:
         return BATCH
     return NONE_PRIORITY
+
+
+def raw_priority_class(label: str | None, priority: int | None) -> PriorityClass:
+    """Koordinator's GetPodPriorityClassRaw: the priority-class label when the pod has one (an
+    unknown name is no class), else the class ``spec.priority`` falls in."""
+    if label is not None:
+        return next((pc for pc in PRIORITY_CLASSES if pc.name == label), NONE_PRIORITY)
+    return priority_class_of(priority)
+
+
+def priority_class_with_default(
+    label: str | None, priority: int | None, qos: QoSClass
+) -> PriorityClass:
+    """Koordinator's GetPodPriorityClassWithDefault: ``raw_priority_class``, else the class the
+    pod's QoS class implies (LS kinds → koord-prod, BE → koord-batch). ``qos`` is the class with
+    the Kubernetes default already applied."""
+    found = raw_priority_class(label, priority)
+    return found if found is not NONE_PRIORITY else default_priority_class_for_qos(qos)
+
+
+def priority_value_with_default(priority: int | None, label: str | None, qos: QoSClass) -> int:
+    """Koordinator's GetPodPriorityValueWithDefault, what eviction compares with its priority
+    thresholds: a non-zero ``spec.priority``, else the default value of
+    ``priority_class_with_default`` (9500 prod, 7500 mid, 5500 batch, 3500 free, 0 none). Where
+    ``spec.priority`` is not known (standalone) this is the class's default."""
+    if priority:
+        return priority
+    return priority_class_with_default(label, priority, qos).default

@@ -12,7 +12,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from koordapi import keys
-from koordapi.qos import KubeQoS, QoSClass, kube_qos_from_cgroup_parent, qos_from_label
+from koordapi.qos import (
+    KubeQoS,
+    PriorityClass,
+    QoSClass,
+    default_qos_for_kube,
+    kube_qos_from_cgroup_parent,
+    priority_class_with_default,
+    priority_value_with_default,
+    qos_from_label,
+)
 
 
 class Stage(enum.StrEnum):
@@ -34,6 +43,16 @@ RESOURCE_STAGES = frozenset({Stage.PRE_RUN_POD_SANDBOX, Stage.RECONCILE_POD}) | 
 
 
 @dataclass(frozen=True)
+class PodSpecFacts:
+    """What only the pod's spec says; the runtime is not told it, so koordlet knows it only in
+    cluster mode (the kubelet's pod list)."""
+
+    priority: int | None = None  # spec.priority
+    memory_request: int = 0  # the pod's effective memory request (Kubernetes' rule), bytes
+    container_memory_requests: Mapping[str, int] = field(default_factory=dict)  # by name
+
+
+@dataclass(frozen=True)
 class PodRequest:
     """A pod sandbox: identity, labels, annotations and its cgroup directory.
 
@@ -49,6 +68,7 @@ class PodRequest:
     cgroup_dir: str = ""
     runtime_handler: str = ""
     cpu_quota: int | None = None  # pod-level CFS quota, where the runtime reports one
+    spec: PodSpecFacts | None = None  # None where the spec is not known (standalone)
 
     @cached_property
     def qos(self) -> QoSClass:
@@ -57,6 +77,29 @@ class PodRequest:
     @cached_property
     def kube_qos(self) -> KubeQoS:
         return kube_qos_from_cgroup_parent(self.cgroup_dir)
+
+    @cached_property
+    def qos_with_default(self) -> QoSClass:
+        """The label's class, else the one the Kubernetes QoS class implies."""
+        return self.qos if self.qos is not QoSClass.NONE else default_qos_for_kube(self.kube_qos)
+
+    @cached_property
+    def priority(self) -> int:
+        """Koordinator's priority value with defaults (see priority_value_with_default)."""
+        return priority_value_with_default(
+            self.spec_priority, self.labels.get(keys.LABEL_PRIORITY_CLASS), self.qos_with_default
+        )
+
+    @cached_property
+    def priority_class(self) -> PriorityClass:
+        """Koordinator's priority class with defaults (see priority_class_with_default)."""
+        return priority_class_with_default(
+            self.labels.get(keys.LABEL_PRIORITY_CLASS), self.spec_priority, self.qos_with_default
+        )
+
+    @property
+    def spec_priority(self) -> int | None:
+        return None if self.spec is None else self.spec.priority
 
     @property
     def key(self) -> str:

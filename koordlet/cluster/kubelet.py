@@ -11,6 +11,9 @@ until one of their containers changes. In cluster mode koordlet therefore lists 
   resources from the spec);
 * a pod NRI knows gets the running containers NRI has not reported (enriched); NRI stays the
   source of truth for everything it reported;
+* every listed pod's spec facts (``spec.priority``, memory requests), which the runtime is not
+  told, go to the store by uid (``PodStore.put_specs``): eviction orders victims by priority
+  and memory QoS protects LS pods by their real requests;
 * a pod that leaves the kubelet's list is removed only when the kubelet alone knew it; a
   ``kubelet/<uid>`` pod that NRI reports later is dropped in favour of NRI's.
 
@@ -41,7 +44,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from koordapi.errors import QuantityError
+from koordapi.errors import ModelError, QuantityError
 from koordapi.qos import KubeQoS
 from koordapi.quantity import parse_quantity
 from koordlet.states.pods import (
@@ -52,7 +55,8 @@ from koordlet.states.pods import (
     PodStore,
 )
 from manager.kube.client import SERVICE_ACCOUNT_DIR
-from runtimehooks.request import ContainerRequest, ContainerResources, PodRequest
+from manager.noderesource.pods import pod_request as effective_request
+from runtimehooks.request import ContainerRequest, ContainerResources, PodRequest, PodSpecFacts
 
 log = logging.getLogger(__name__)
 
@@ -294,6 +298,32 @@ def kubelet_containers(
     return found
 
 
+def spec_facts(pod: Mapping[str, Any]) -> PodSpecFacts:
+    """spec.priority and memory requests (a request the API server would have defaulted from
+    the limit is the limit; the pod's by Kubernetes' rule, with init containers and pod-level
+    resources); a request that does not parse counts 0."""
+    spec = pod.get("spec") or {}
+    priority = spec.get("priority")
+    containers: dict[str, int] = {}
+    for c in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
+        if not isinstance(c, dict) or not c.get("name"):
+            continue
+        res = c.get("resources") or {}
+        requested = (res.get("requests") or {}).get("memory")
+        if requested is None:
+            requested = (res.get("limits") or {}).get("memory")
+        containers[str(c["name"])] = max(0, _bytes(requested) or 0)
+    try:
+        memory = effective_request(spec)[1]
+    except (ModelError, TypeError, AttributeError, ValueError):
+        memory = 0
+    return PodSpecFacts(
+        priority=priority if type(priority) is int else None,
+        memory_request=memory,
+        container_memory_requests=containers,
+    )
+
+
 def kubelet_pod(pod: Mapping[str, Any], *, systemd: bool) -> KnownPod | None:
     meta = pod.get("metadata") or {}
     uid = meta.get("uid")
@@ -307,6 +337,7 @@ def kubelet_pod(pod: Mapping[str, Any], *, systemd: bool) -> KnownPod | None:
         annotations=dict(meta.get("annotations") or {}),
         cgroup_dir=pod_cgroup_dir(str(uid), kube_qos(pod), systemd=systemd),
         runtime_handler=str((pod.get("spec") or {}).get("runtimeClassName") or ""),
+        spec=spec_facts(pod),
     )
     return KnownPod(request, kubelet_containers(pod, request, systemd=systemd))
 
@@ -378,6 +409,7 @@ class KubeletPodSync:
             for p in listed
             if (p.get("metadata") or {}).get("uid") and _running(p)
         }
+        respecified = store.put_specs({uid: spec_facts(pod) for uid, pod in live.items()})
         entries = store.entries()
         nri = {k.request.uid: pid for pid, k in entries if not pid.startswith(KEY_PREFIX)}
         ours = {pid: k for pid, k in entries if pid.startswith(KEY_PREFIX)}
@@ -419,7 +451,8 @@ class KubeletPodSync:
         self.totals.added += result.added
         self.totals.enriched += result.enriched
         self.totals.removed += result.removed
-        if (result.added or result.enriched or result.removed) and self.on_change is not None:
+        changed = result.added or result.enriched or result.removed or respecified
+        if changed and self.on_change is not None:
             self.on_change()
         if result.added or result.removed:
             log.info(

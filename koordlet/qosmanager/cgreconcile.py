@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from koordapi.errors import ModelError
 from koordapi.features import FeatureGates
 from koordapi.nodeslo import NONE_MEMORY_QOS
-from koordapi.qos import KubeQoS, QoSClass, default_qos_for_kube
+from koordapi.qos import KubeQoS, default_qos_for_kube
 from koordlet.executor import CgroupWrite, Executor, Status
 from koordlet.qosmanager.audit import Action
 from koordlet.qosmanager.framework import Context
@@ -135,7 +135,7 @@ class CgroupReconcile:
         pod = known.request
         found = memoryqos.config(pod, rules)
         cfg = NONE_MEMORY_QOS if found is None else found
-        qos = pod.qos if pod.qos is not QoSClass.NONE else default_qos_for_kube(pod.kube_qos)
+        qos = pod.qos_with_default
         label = f"memory QoS ({qos.value}{'' if found is not None else ', off: None values'})"
         patch = memoryqos.pod_values(pod, cfg)
         assert patch.memory_min is not None and patch.memory_low is not None

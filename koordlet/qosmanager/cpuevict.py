@@ -9,13 +9,23 @@
   request x (upper% - satisfaction), taking the smaller of the windowed and the current
   figure. With ``cpuEvictPolicy: evictByAllocatable`` the limit is the node's allocatable
   batch-cpu (none published: no eviction; 0: 1m). Victims: pods labelled BE (not an
-  unlabelled Kubernetes BestEffort pod, which holds no batch-cpu), by spec.priority ascending,
-  then usage/request descending; each gives back its batch-cpu request.
+  unlabelled Kubernetes BestEffort pod, which holds no batch-cpu) that their eviction policy
+  allows, by priority ascending (``PodRequest.priority``: spec.priority in cluster mode, the
+  class default standalone), then usage/request descending; each gives back its batch-cpu
+  request.
+* CPUAllocatableEvict: the batch-cpu (mid-cpu) requests of pods at or under
+  ``allocatableEvictPriorityThreshold`` above ``cpuAllocatableEvictThresholdPercent`` of the
+  node's allocatable release down to ``cpuAllocatableEvictLowerPercent``
+  (``eviction.allocatable_tasks``), from pods that opted in, in the generic order then
+  request descending; each gives back its request.
 * CPUEvict (node usage): average node CPU at or above ``cpuEvictThresholdPercent`` releases
   capacity x (usage% - lower%), lower = ``cpuEvictLowerPercent`` or threshold - 2, from pods
-  that opted in (generic order); each gives back its CPU usage.
+  that opted in and have a usage sample (generic order); each gives back its CPU usage.
 
-Both need ``resourceUsedThresholdWithBE.enable``; after an eviction the strategy rests for
+BECPUEvict runs first, then CPUAllocatableEvict, then CPUEvict (Koordinator's order); a pod
+evicted for one counts for the next.
+
+All need ``resourceUsedThresholdWithBE.enable``; after an eviction the strategy rests for
 ``--cpu-evict-cool-time-seconds`` (20 s).
 """
 
@@ -32,14 +42,16 @@ from koordlet.qosmanager.eviction import (
     Evictor,
     EvictStrategy,
     EvictTask,
+    allocatable_tasks,
     eviction_allowed,
     generic_order,
+    policy_allows,
 )
 from koordlet.qosmanager.framework import Context, is_labelled_be, pod_labels
 from runtimehooks.hooks.batchresource import extended_resources
 
 NAME = "CPUEvict"
-FEATURES = ("BECPUEvict", "CPUEvict")
+FEATURES = ("BECPUEvict", "CPUAllocatableEvict", "CPUEvict")  # in the order they run
 BE_USAGE_THRESHOLD_PERCENT = 90
 SATISFACTION_LOWER_MAX = 60
 SATISFACTION_UPPER_MAX = 100
@@ -106,14 +118,26 @@ class CPUEvict(EvictStrategy):
         window = max(int(self.collect_interval), int(config.get("cpuEvictTimeWindowSeconds") or 0))
         tasks: list[EvictTask] = []
         notes: list[str] = []
-        for feature, build in (("BECPUEvict", self._be_task), ("CPUEvict", self._node_task)):
+        builds = {
+            "BECPUEvict": self._be_task,
+            "CPUAllocatableEvict": self._allocatable_tasks,
+            "CPUEvict": self._node_task,
+        }
+        for feature in FEATURES:
             if ctx.rules.gates.enabled(feature):
-                task = build(ctx, config, window)
-                if isinstance(task, str):
-                    notes.append(f"{feature}: {task}")
+                built = builds[feature](ctx, config, window)
+                if isinstance(built, str):
+                    notes.append(f"{feature}: {built}")
                 else:
-                    tasks.append(task)
+                    tasks.extend(built if isinstance(built, list) else [built])
         return tasks or "; ".join(notes) or "no feature enabled"
+
+    def _allocatable_tasks(
+        self, ctx: Context, config: Mapping[str, Any], window: float
+    ) -> list[EvictTask] | str:
+        measured = [c for c in self._candidates(ctx) if c.measured]
+        return allocatable_tasks(ctx, "CPUAllocatableEvict", config, measured, kind=0,
+                                 prefix="cpu")  # fmt: skip
 
     def _candidates(self, ctx: Context) -> list[Candidate]:
         found = []
@@ -129,8 +153,9 @@ class CPUEvict(EvictStrategy):
             for resources in spec.values():
                 value = resources.requests.get(keys.BATCH_CPU)
                 request += max(0, math.ceil(value)) if value is not None else 0
-            found.append(Candidate(known, cpu_used_milli=int((used or 0) * 1000),
-                                   cpu_request_milli=request))  # fmt: skip
+            milli = int((used or 0) * 1000)
+            found.append(Candidate(known, cpu_used_milli=milli, cpu_request_milli=request,
+                                   measured=used is not None))  # fmt: skip
         return found
 
     def _be_window(self, ctx: Context, window: float) -> tuple[dict[str, float], bool]:
@@ -180,9 +205,15 @@ class CPUEvict(EvictStrategy):
             f"BECPUEvict: BE satisfaction {limit:.0f}m/{request:.0f}m <= {lower}%:"
             f" release request x ({upper}% - satisfaction) = {release}m"
         )
-        be = [c for c in self._candidates(ctx) if is_labelled_be(c.known)]
+        be = [
+            c
+            for c in self._candidates(ctx)
+            if is_labelled_be(c.known) and policy_allows(c.known, "BECPUEvict")
+        ]
+        # priority ascending, then usage/request descending (stable sorts: the last key wins)
         be.sort(key=lambda c: c.cpu_used_milli / c.cpu_request_milli if c.cpu_request_milli else 0,
                 reverse=True)  # fmt: skip
+        be.sort(key=lambda c: c.known.request.priority)
         inputs: dict[str, float | str] = {k: round(v, 1) for k, v in values.items()}
         return EvictTask("BECPUEvict", release, be, batch_cpu_request, "batch-cpu-request",
                          reason, inputs)  # fmt: skip
@@ -209,7 +240,9 @@ class CPUEvict(EvictStrategy):
             f" release {percent}% - {lower}% of {capacity / 1000:g} cores = {release}m"
         )
         allowed = [
-            c for c in self._candidates(ctx) if eviction_allowed(c.known, "CPUEvict", int(limit))
+            c
+            for c in self._candidates(ctx)
+            if c.measured and eviction_allowed(c.known, "CPUEvict", int(limit))
         ]
         ordered = generic_order(allowed, lambda c: c.cpu_used_milli)
         return EvictTask("CPUEvict", release, ordered, lambda c: c.cpu_used_milli, "cpu-used",

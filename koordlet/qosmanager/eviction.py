@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from koordapi import keys
+from koordapi import annotation, keys, qos
+from koordapi.errors import ModelError
 from koordapi.features import FeatureGates
 from koordlet.executor.cri import CRIError, CRIRuntime
 from koordlet.executor.kubeapi import EvictionAPI, EvictionResult
@@ -42,6 +44,7 @@ class Candidate:
     memory_used: int = 0  # bytes
     cpu_used_milli: int = 0
     cpu_request_milli: int = 0
+    measured: bool = True  # whether its usage is known (the generic variants need it)
 
     @property
     def uid(self) -> str:
@@ -233,46 +236,158 @@ def _int_value(text: str | None) -> int | None:
         return None
 
 
-def pod_priority(known: KnownPod) -> int | None:
-    """spec.priority. The runtime does not pass it, so standalone mode does not know it."""
-    return None
-
-
-def eviction_allowed(known: KnownPod, feature: str, priority_threshold: int) -> bool:
-    """Koordinator's opt-in for the node-usage variants: the eviction-enabled label, a known
-    priority not above the threshold, and (if set) the feature in the pod's eviction policy."""
-    pod = known.request
-    if pod.labels.get(keys.LABEL_EVICTION_ENABLED) != "true" or not known.containers:
-        return False
-    priority = pod_priority(known)
-    if priority is None or priority > priority_threshold:
-        return False
-    policy = pod.annotations.get(keys.ANNOTATION_EVICTION_POLICY)
+def policy_allows(known: KnownPod, feature: str) -> bool:
+    """Koordinator's IsEvictionPolicyAllowed: no eviction-policy annotation allows every
+    feature; one lists the features allowed; one that cannot be read allows none."""
+    policy = known.request.annotations.get(keys.ANNOTATION_EVICTION_POLICY)
     if policy is None:
         return True
     try:
         allowed = json.loads(policy)
     except ValueError:
-        return False  # a policy we cannot read allows nothing
+        return False
     return isinstance(allowed, list) and feature in allowed
 
 
-def generic_order(candidates: list[Candidate], used: Callable[[Candidate], int]) -> list[Candidate]:
-    """eviction-priority annotation, spec.priority, priority label ascending; usage descending."""
+def eviction_allowed(known: KnownPod, feature: str, priority_threshold: int) -> bool:
+    """Koordinator's opt-in for the generic variants: running, the eviction-enabled label, the
+    priority (with its class default, ``PodRequest.priority``) not above the threshold, and the
+    feature allowed by the pod's eviction policy."""
+    pod = known.request
+    if pod.labels.get(keys.LABEL_EVICTION_ENABLED) != "true" or not known.containers:
+        return False
+    return pod.priority <= priority_threshold and policy_allows(known, feature)
+
+
+def generic_order(candidates: list[Candidate], then: Callable[[Candidate], int]) -> list[Candidate]:
+    """eviction-priority annotation, priority, priority label (default: the priority) ascending;
+    then ``then`` descending."""
 
     def key(c: Candidate) -> tuple[int, int, int, int]:
         pod = c.known.request
+        label = _int_value(pod.labels.get(keys.LABEL_PRIORITY))
         return (
             _int_value(pod.annotations.get(keys.ANNOTATION_EVICTION_PRIORITY)) or 0,
-            pod_priority(c.known) or 0,
-            _int_value(pod.labels.get(keys.LABEL_PRIORITY)) or 0,
-            -used(c),
+            pod.priority,
+            pod.priority if label is None else label,
+            -then(c),
         )
 
     return sorted(candidates, key=key)
 
 
+# -- by allocatable: CPUAllocatableEvict, MemoryAllocatableEvict -------------------------------
+
+# The resources by allocatable eviction measures, per priority class (Koordinator's
+# ReverseResourceNameMap): a class's pods request them, the node publishes them.
+CLASS_RESOURCES: Mapping[str, tuple[str, str]] = {
+    qos.BATCH.name: (keys.BATCH_CPU, keys.BATCH_MEMORY),
+    qos.MID.name: (keys.MID_CPU, keys.MID_MEMORY),
+}
+ALLOCATABLE_PRIORITY_MAX = qos.MID.high  # koord-prod pods are never evicted by allocatable
+
+
+def class_request(known: KnownPod, resource: str) -> int:
+    """The pod's request of an extended resource (summed over its containers, from the
+    extended-resource-spec annotation); 0 when it has none or the annotation is bad."""
+    text = known.request.annotations.get(keys.ANNOTATION_EXTENDED_RESOURCE_SPEC)
+    if text is None:
+        return 0
+    try:
+        spec = annotation.parse_extended_resource_spec(text)
+    except ModelError:
+        return 0
+    total = 0
+    for container in spec.values():
+        value = container.requests.get(resource)
+        total += max(0, math.ceil(value)) if value is not None else 0
+    return total
+
+
+def own_request(known: KnownPod, kind: int) -> int:
+    """The pod's request of its own class's resource (0: CPU, 1: memory); 0 for pods of other
+    classes (Koordinator reads their plain requests, which allocatable eviction never
+    releases; see the differences table)."""
+    resources = CLASS_RESOURCES.get(known.request.priority_class.name)
+    return 0 if resources is None else class_request(known, resources[kind])
+
+
+def allocatable_tasks(
+    ctx: Context,
+    feature: str,
+    config: Mapping[str, Any],
+    candidates: Sequence[Candidate],
+    *,
+    kind: int,
+    prefix: str,
+) -> list[EvictTask] | str:
+    """Koordinator's release by allocatable threshold: per extended resource, the requests of
+    the pods at or under ``allocatableEvictPriorityThreshold`` against the node's allocatable;
+    above ``<prefix>AllocatableEvictThresholdPercent`` release down to ``...LowerPercent``
+    (float64 as upstream); no or zero allocatable releases everything requested. ``kind`` is
+    0 for CPU, 1 for memory; ``candidates`` the pods that may go, in any order."""
+    threshold = config.get(f"{prefix}AllocatableEvictThresholdPercent")
+    lower = config.get(f"{prefix}AllocatableEvictLowerPercent")
+    limit = config.get("allocatableEvictPriorityThreshold")
+    if threshold is None or lower is None or limit is None:
+        return (
+            f"{prefix}AllocatableEvictThresholdPercent, {prefix}AllocatableEvictLowerPercent"
+            " and allocatableEvictPriorityThreshold must be set"
+        )
+    if threshold < 0 or lower >= threshold:
+        return f"lower percent {lower} must be under the threshold percent {threshold} (>= 0)"
+    if limit > ALLOCATABLE_PRIORITY_MAX:
+        return f"allocatableEvictPriorityThreshold {limit} is above {ALLOCATABLE_PRIORITY_MAX}"
+    requested: dict[str, int] = {}
+    for known in ctx.pods:
+        if known.containers and known.request.priority <= limit:
+            resources = CLASS_RESOURCES.get(known.request.priority_class.name)
+            if resources is not None:
+                resource = resources[kind]
+                requested[resource] = requested.get(resource, 0) + class_request(known, resource)
+    allowed = [c for c in candidates if eviction_allowed(c.known, feature, int(limit))]
+    ordered = generic_order(allowed, lambda c: own_request(c.known, kind))
+    tasks, notes = [], []
+    for resource, amount in sorted(requested.items()):
+        allocatable = ctx.node.allocatable.get(resource) or 0
+        if amount <= 0:
+            continue
+        if allocatable <= 0:
+            release = amount
+            why = f"{resource} requested {amount}, none allocatable: release all"
+        else:
+            ratio = amount / allocatable
+            if not ratio > threshold / 100:
+                notes.append(f"{resource} requested {ratio:.0%} of allocatable <= {threshold}%")
+                continue
+            if kind == 0:  # upstream's two formulas, each in its own float64 order
+                release = int(amount - lower / 100 * allocatable)
+            else:
+                release = int((ratio - lower / 100) * allocatable)
+            why = (
+                f"{resource} requested {amount} of allocatable {allocatable} > {threshold}%:"
+                f" release down to {lower}% = {release}"
+            )
+        if release <= 0:
+            continue
+        target = f"{resource.rsplit('/', 1)[-1]}-request"
+        tasks.append(
+            EvictTask(feature, release, ordered, _class_amount(resource, kind), target,
+                      f"{feature}: {why}", {"requested": amount, "allocatable": allocatable,
+                                            "release": release})
+        )  # fmt: skip
+    return tasks or "; ".join(notes) or "nothing requested by evictable priorities"
+
+
+def _class_amount(resource: str, kind: int) -> Callable[[Candidate], int]:
+    def amount(c: Candidate) -> int:
+        resources = CLASS_RESOURCES.get(c.known.request.priority_class.name)
+        return class_request(c.known, resource) if resources and resources[kind] == resource else 0
+
+    return amount
+
+
 def _show(target: str, amount: int) -> str:
-    if target.startswith("memory"):
+    if "memory" in target:
         return f"{amount / (1 << 20):.0f} MiB"
     return f"{amount / 1000:.2f} cores"

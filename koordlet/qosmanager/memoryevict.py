@@ -6,11 +6,17 @@ whole percent of capacity. At or above ``memoryEvictThresholdPercent`` (70) the 
 capacity x (usage% - lower%), with lower = ``memoryEvictLowerPercent`` or threshold - 2.
 
 * BEMemoryEvict: pods labelled BE (as Koordinator: not an unlabelled Kubernetes BestEffort
-  pod), spec.priority ascending (when both have one), then memory used
-  descending, then name descending.
-* MemoryEvict: pods that opted in (see ``eviction.eviction_allowed``), in the generic order.
+  pod) that their eviction policy allows, priority ascending (``PodRequest.priority``), then
+  memory used descending, then name descending.
+* MemoryEvict: pods that opted in and have a usage sample (see ``eviction.eviction_allowed``),
+  in the generic order.
+* MemoryAllocatableEvict: by the batch-memory (mid-memory) requests against the node's
+  allocatable, ``memoryAllocatableEvictThresholdPercent`` and ``...LowerPercent``
+  (``eviction.allocatable_tasks``); independent of node usage.
 
-Both need ``resourceUsedThresholdWithBE.enable``. After an eviction the strategy rests for
+They run in that order (Koordinator's); a pod evicted for one counts for the next.
+
+All need ``resourceUsedThresholdWithBE.enable``. After an eviction the strategy rests for
 ``--memory-evict-cool-time-seconds`` (4 s) so the victims' memory can drain before the next
 measurement is trusted. Stale node memory usage means no eviction.
 """
@@ -25,13 +31,15 @@ from koordlet.qosmanager.eviction import (
     Evictor,
     EvictStrategy,
     EvictTask,
+    allocatable_tasks,
     eviction_allowed,
     generic_order,
+    policy_allows,
 )
 from koordlet.qosmanager.framework import Context, is_labelled_be, pod_labels
 
 NAME = "MemoryEvict"
-FEATURES = ("BEMemoryEvict", "MemoryEvict")
+FEATURES = ("BEMemoryEvict", "MemoryAllocatableEvict", "MemoryEvict")  # in the order they run
 RELEASE_BUFFER_PERCENT = 2
 
 
@@ -55,6 +63,24 @@ class MemoryEvict(EvictStrategy):
         super().__init__(evictor, interval=interval, cool_down=cool_down)
 
     def tasks(self, ctx: Context, config: Mapping[str, Any]) -> list[EvictTask] | str:
+        tasks: list[EvictTask] = []
+        notes: list[str] = []
+        for feature in FEATURES:
+            if not ctx.rules.gates.enabled(feature):
+                continue
+            built: list[EvictTask] | EvictTask | str
+            if feature == "MemoryAllocatableEvict":
+                measured = [c for c in self._found(ctx) if c.measured]
+                built = allocatable_tasks(ctx, feature, config, measured, kind=1, prefix="memory")
+            else:
+                built = self._usage_task(ctx, feature, config)
+            if isinstance(built, str):
+                notes.append(f"{feature}: {built}")
+            else:
+                tasks.extend(built if isinstance(built, list) else [built])
+        return tasks or "; ".join(notes) or "no feature enabled"
+
+    def _usage_task(self, ctx: Context, feature: str, config: Mapping[str, Any]) -> EvictTask | str:
         try:
             threshold, lower = thresholds(config)
         except ValueError as err:
@@ -79,30 +105,35 @@ class MemoryEvict(EvictStrategy):
             "lower_percent": lower,
             "release": release,
         }
-        tasks = [
-            EvictTask(feature, release, self._candidates(ctx, feature, config),
-                      lambda c: c.memory_used, "memory-used", f"{feature}: {reason}", inputs)
-            for feature in FEATURES
-            if ctx.rules.gates.enabled(feature)
-        ]  # fmt: skip
-        if not any(t.candidates for t in tasks):
+        candidates = self._candidates(ctx, feature, config)
+        if not candidates:
             return f"{reason}, but no pod may be evicted"
-        return tasks
+        return EvictTask(feature, release, candidates, lambda c: c.memory_used, "memory-used",
+                         f"{feature}: {reason}", inputs)  # fmt: skip
+
+    def _found(self, ctx: Context) -> list[Candidate]:
+        found = []
+        for known in ctx.pods:
+            if known.containers:
+                used = ctx.last("pod_memory_usage", pod_labels(known))
+                measured = used is not None
+                found.append(Candidate(known, memory_used=int(used or 0), measured=measured))
+        return found
 
     def _candidates(self, ctx: Context, feature: str, config: Mapping[str, Any]) -> list[Candidate]:
-        found = [
-            Candidate(known, memory_used=int(ctx.last("pod_memory_usage", pod_labels(known)) or 0))
-            for known in ctx.pods
-            if known.containers
-        ]
+        found = self._found(ctx)
         if feature == "BEMemoryEvict":
-            be = [c for c in found if is_labelled_be(c.known)]
-            # name descending, then memory descending (stable sorts: the last key wins)
+            be = [c for c in found if is_labelled_be(c.known) and policy_allows(c.known, feature)]
+            # priority ascending, memory descending, name descending (stable sorts: the last
+            # key wins)
             be.sort(key=lambda c: c.name, reverse=True)
             be.sort(key=lambda c: c.memory_used, reverse=True)
+            be.sort(key=lambda c: c.known.request.priority)
             return be
         limit = config.get("evictEnabledPriorityThreshold")
         if limit is None:
             return []
-        allowed = [c for c in found if eviction_allowed(c.known, feature, int(limit))]
+        allowed = [
+            c for c in found if c.measured and eviction_allowed(c.known, feature, int(limit))
+        ]
         return generic_order(allowed, lambda c: c.memory_used)

@@ -27,7 +27,7 @@ from koordapi.annotation import ResctrlConfig
 from koordapi.errors import ModelError
 from koordapi.features import FeatureGates
 from koordapi.nodeslo import ResctrlQOS
-from koordapi.qos import QoSClass, default_qos_for_kube
+from koordapi.qos import QoSClass
 from koordlet.executor import Executor
 from koordlet.executor.resctrl import Resctrl, ResctrlError, has_line
 from koordlet.qosmanager.audit import Action
@@ -43,7 +43,7 @@ GROUPS = {QoSClass.LSR: "LSR", QoSClass.LS: "LS", QoSClass.BE: "BE"}
 
 def group_class(pod: PodRequest) -> QoSClass | None:
     """The class whose group the pod's threads join; None for SYSTEM pods (no group)."""
-    qos = pod.qos if pod.qos is not QoSClass.NONE else default_qos_for_kube(pod.kube_qos)
+    qos = pod.qos_with_default
     qos = QoSClass.LSR if qos is QoSClass.LSE else qos
     return qos if qos in GROUPS else None
 

@@ -3,20 +3,21 @@
 In standalone mode this is the only source of pods: Synchronize lists what exists when koordlet
 connects, then pod and container events keep it current. Each container keeps the resources
 the runtime was last asked to give it (create or update), so the reconciler recomputes from the
-request, never from values koordlet itself wrote.
+request, never from values koordlet itself wrote. In cluster mode the kubelet's pod list adds
+what only the spec says (priority, memory requests; ``put_specs``), by pod uid.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from koordapi import keys
 from koordapi.qos import KubeQoS
 from nri_plugin import api
-from runtimehooks.request import ContainerRequest, ContainerResources, PodRequest
+from runtimehooks.request import ContainerRequest, ContainerResources, PodRequest, PodSpecFacts
 
 # The kubelet's QoS-level cgroups, for its cgroupfs and systemd drivers.
 KUBE_QOS_DIRS_CGROUPFS = {
@@ -119,6 +120,7 @@ class PodStore:
         self.configured_driver = cgroup_driver
         self.cgroup_root = cgroup_root
         self._pods: dict[str, KnownPod] = {}
+        self._specs: dict[str, PodSpecFacts] = {}  # by pod uid, from the kubelet's pod list
         self.generation = 0  # bumped on every change: cheap "did anything change?"
         self.pinned_generation = 0  # bumped when a pod with pinned CPUs comes or goes
 
@@ -130,6 +132,9 @@ class PodStore:
 
     def put_pod(self, pod: api.PodSandbox) -> PodRequest:
         request = pod_request(pod)
+        spec = self._specs.get(request.uid)
+        if spec is not None:
+            request = replace(request, spec=spec)
         known = self._pods.get(pod.id)
         before = (
             None
@@ -141,8 +146,7 @@ class PodStore:
         if known is None:
             self._pods[pod.id] = KnownPod(request)
         else:
-            known.request = request
-            known.containers = {cid: replace(c, pod=request) for cid, c in known.containers.items()}
+            _set_request(known, request)
         self.generation += 1
         return request
 
@@ -206,6 +210,20 @@ class PodStore:
         self._pods[pod_id] = known
         self.generation += 1
 
+    def put_specs(self, specs: Mapping[str, PodSpecFacts]) -> int:
+        """What the pods' specs say, by uid (the kubelet's list; NRI does not carry it): kept
+        for pods NRI reports later and given to the known pods now. Returns how many changed."""
+        self._specs = dict(specs)
+        changed = 0
+        for known in self._pods.values():
+            spec = self._specs.get(known.request.uid)
+            if spec is not None and known.request.spec != spec:
+                _set_request(known, replace(known.request, spec=spec))
+                changed += 1
+        if changed:
+            self.generation += 1
+        return changed
+
     def put_container_request(self, pod_id: str, request: ContainerRequest) -> bool:
         """Add a container to a known pod; False when the pod is not known."""
         known = self._pods.get(pod_id)
@@ -228,6 +246,11 @@ class PodStore:
             if owner is not None and container.state != api.CONTAINER_STOPPED:
                 self.put_container(owner, container)
         self.generation += 1
+
+
+def _set_request(known: KnownPod, request: PodRequest) -> None:
+    known.request = request
+    known.containers = {cid: replace(c, pod=request) for cid, c in known.containers.items()}
 
 
 def kube_qos_dirs(driver: str) -> dict[KubeQoS, str]:

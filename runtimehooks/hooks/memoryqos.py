@@ -8,9 +8,11 @@ Formulas (Koordinator §3.5): min = request * minLimitPercent / 100; low = reque
 lowLimitPercent / 100, raised to min when it is set (above 0); high = "max" when
 throttlingPercent is 0, else floor((request + (limit - request) * throttling / 100) / page) *
 page, at least min, where the limit is the container's memory limit (batch-memory for BE pods)
-or the node's allocatable memory. The request is the batch-memory request for BE pods;
-standalone koordlet does not know other pods' memory requests (the runtime is not told them)
-and uses 0.
+or the node's allocatable memory. The request is the batch-memory request for pods labelled
+BE, and the spec's memory request for the others (Koordinator's rule). The runtime is not told
+the spec's requests: in cluster mode they come from the kubelet's pod list (so a pod created
+before the next list gets 0 at creation, and the reconciler sets its values from the request
+within one pass after the list); standalone koordlet never knows them and uses 0.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Mapping
 
 from koordapi import annotation, features, keys
 from koordapi.nodeslo import default_spec
-from koordapi.qos import KubeQoS, QoSClass, default_qos_for_kube
+from koordapi.qos import KubeQoS, QoSClass
 from runtimehooks.hooks.batchresource import extended_resources
 from runtimehooks.patch import ContainerPatch, PodPatch
 from runtimehooks.registry import Hook
@@ -33,9 +35,7 @@ MAX = -1  # memory.high "max"
 
 def config(pod: PodRequest, rules: Rules) -> Mapping[str, int] | None:
     """The pod's effective MemoryQOS fields, or None when memory QoS is off for it."""
-    qos = pod.qos
-    if qos is QoSClass.NONE:
-        qos = default_qos_for_kube(pod.kube_qos)
+    qos = pod.qos_with_default
     if qos is QoSClass.LSE:
         qos = QoSClass.LSR
     node_cfg = rules.slo.memory_qos(qos)
@@ -62,7 +62,15 @@ def config(pod: PodRequest, rules: Rules) -> Mapping[str, int] | None:
 
 
 def memory_request(pod: PodRequest, container_name: str | None) -> int:
-    """Batch-memory request of one container (or the pod: all of them), 0 when unknown."""
+    """The memory request of one container (or the pod: Kubernetes' effective request), as
+    Koordinator takes it: batch-memory for pods labelled BE, the spec's memory request for the
+    others where the spec is known (cluster mode), else 0 (see the module docstring)."""
+    if pod.qos is not QoSClass.BE:
+        if pod.spec is None:
+            return 0
+        if container_name is None:
+            return pod.spec.memory_request
+        return pod.spec.container_memory_requests.get(container_name, 0)
     spec = extended_resources(pod) or {}
     names = spec.keys() if container_name is None else [container_name]
     total = 0

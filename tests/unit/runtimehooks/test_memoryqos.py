@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from koordapi.nodeslo import NodeSLOSpec
 from koordapi.qos import KubeQoS
 from runtimehooks.hooks import memoryqos
 from runtimehooks.patch import ContainerPatch, PodPatch
-from runtimehooks.request import PodRequest, Stage
+from runtimehooks.request import PodRequest, PodSpecFacts, Stage
 from runtimehooks.rules import NodeState, Rules
 from tests.unit.runtimehooks.builders import (
     BESTEFFORT_DIR,
@@ -200,3 +201,43 @@ def test_hook_is_gated_off_by_default() -> None:
     hook = memoryqos.HOOK
     assert (hook.name, hook.gate) == ("MemoryQOS", features.MEMORY_QOS)
     assert features.DEFAULTS[features.MEMORY_QOS] is False
+
+
+LS_FIELDS = {
+    "policy": "auto",
+    "minLimitPercent": 37,
+    "lowLimitPercent": 61,
+    "throttlingPercent": 77,
+}
+
+
+def test_ls_pods_are_protected_by_their_spec_request_where_it_is_known() -> None:
+    # cluster mode: the kubelet's list says main requests 300Mi and the pod 5Gi (an init step)
+    spec = PodSpecFacts(memory_request=5 << 30, container_memory_requests={"main": 300 << 20})
+    owner = replace(pod("LS", annotations=memory_qos(LS_FIELDS)), spec=spec)
+
+    created = memoryqos.container(
+        container(owner, memory_limit=700 << 20), NODE_1GI, CONTAINER_STAGE
+    )
+
+    # min 37%, low 61% of 300Mi; high = 300Mi + (700Mi - 300Mi) x 77%, page-aligned
+    assert created == ContainerPatch(
+        memory_min=116391936, memory_low=191889408, memory_high=637534208
+    )
+    assert memoryqos.pod(owner, NODE_1GI, POD_STAGE) == PodPatch(
+        memory_min=1986422374, memory_low=3274912563
+    )
+    # a container the spec does not list has no request
+    other = memoryqos.container(container(owner, "other"), NODE_1GI, CONTAINER_STAGE)
+    assert other is not None and other.memory_min == 0
+
+
+def test_without_the_spec_ls_pods_keep_the_standalone_fallback_of_zero() -> None:
+    owner = pod("LS", annotations=memory_qos(LS_FIELDS))
+    assert memoryqos.pod(owner, NODE_1GI, POD_STAGE) == PodPatch(memory_min=0, memory_low=0)
+
+
+def test_be_pods_use_batch_memory_even_when_the_spec_is_known() -> None:
+    spec = PodSpecFacts(memory_request=9 << 30, container_memory_requests={"main": 9 << 30})
+    owner = replace(case_26_pod(), spec=spec)
+    assert memoryqos.pod(owner, NODE_1GI, POD_STAGE) == PodPatch(memory_min=536870912, memory_low=0)

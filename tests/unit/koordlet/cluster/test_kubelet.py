@@ -25,6 +25,7 @@ from koordlet.cluster.kubelet import (
     KubeletError,
     KubeletPodSync,
     resolve_endpoint,
+    spec_facts,
 )
 from koordlet.states.pods import PodStore
 from nri_plugin import api
@@ -327,3 +328,76 @@ def test_flags_and_defaults() -> None:
     config = config_from_args(build_parser().parse_args(args))
     assert config.kubelet_insecure_tls and config.kubelet_read_only_port == 0
     assert config.kubelet_sync_interval == 0
+
+
+# -- what only the spec says: priority and memory requests ------------------------------------
+
+
+def test_spec_facts_priority_and_memory_requests() -> None:
+    listed = pod(UID_LS, "web", "Burstable", {"app": "c-ls", "side": "c-s"})
+    listed["spec"] = {
+        "priority": 7321,
+        "containers": [
+            {"name": "app", "resources": {"requests": {"memory": "1500Mi"}}},
+            # no request: the API server would have defaulted it from the limit
+            {"name": "side", "resources": {"limits": {"memory": "0.5Gi"}}},
+        ],
+        # an init step larger than the app containers together: the pod's request is its size
+        "initContainers": [{"name": "warm", "resources": {"requests": {"memory": "3Gi"}}}],
+    }
+
+    facts = spec_facts(listed)
+
+    assert facts.priority == 7321
+    assert facts.container_memory_requests == {
+        "app": 1500 << 20,
+        "side": 1 << 29,
+        "warm": 3 << 30,
+    }
+    assert facts.memory_request == 3 << 30
+
+
+def test_spec_facts_with_pod_level_resources_and_bad_values() -> None:
+    listed = pod(UID_LS, "web", "Burstable", {"app": "c-ls"})
+    listed["spec"] = {
+        "priority": "high",  # not an integer: unknown
+        "resources": {"requests": {"memory": "777Mi"}},
+        "containers": [{"name": "app", "resources": {"requests": {"memory": "lots"}}}],
+    }
+
+    facts = spec_facts(listed)
+
+    assert facts.priority is None
+    assert facts.container_memory_requests == {"app": 0}
+    assert facts.memory_request == 0  # the spec does not parse: nothing is protected
+
+
+def test_nri_pods_get_the_kubelets_spec_facts_and_keep_them_for_later_events() -> None:
+    store = PodStore()
+    nri_pod(store)
+    changes: list[int] = []
+    sync = KubeletPodSync(store, list, on_change=lambda: changes.append(1))
+    listed = pod(
+        UID_NRI,
+        "known",
+        "Burstable",
+        {"app": "c-n1"},
+        resources={"requests": {"memory": "300Mi"}},
+    )
+
+    sync.reconcile([listed])
+
+    known = store.pod("sandbox-3")
+    assert known is not None and known.request.spec is not None
+    assert known.request.spec.priority == 5500 and known.request.priority == 5500
+    assert known.request.spec.memory_request == 300 << 20
+    assert known.containers["c-n1"].pod.spec == known.request.spec  # containers see it too
+    assert changes  # the reconciler is woken to apply memory QoS from the real request
+    # NRI reports the pod again (an update): the facts stay with it
+    nri_pod(store)
+    again = store.pod("sandbox-3")
+    assert again is not None and again.request.spec == known.request.spec
+    # the same list again changes nothing
+    changes.clear()
+    sync.reconcile([listed])
+    assert changes == []

@@ -15,7 +15,7 @@ from koordlet.qosmanager.audit import AuditTrail
 from koordlet.qosmanager.framework import Context, NodeResources
 from koordlet.states.pods import KnownPod
 from koordlet.states.topology import Processor, Topology
-from runtimehooks.request import ContainerRequest, ContainerResources, PodRequest
+from runtimehooks.request import ContainerRequest, ContainerResources, PodRequest, PodSpecFacts
 from runtimehooks.rules import KernelFeatures, NodeState, Rules
 
 NOW = 1_000_000.0
@@ -37,6 +37,7 @@ def known_pod(
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
     batch: Mapping[str, Mapping[str, Any]] | None = None,
+    spec: PodSpecFacts | None = None,
 ) -> KnownPod:
     """A pod in the kubelet's cgroupfs layout with containers named as given.
 
@@ -58,6 +59,7 @@ def known_pod(
         labels=all_labels,
         annotations=notes,
         cgroup_dir=pod_dir,
+        spec=spec,
     )
     known = KnownPod(request)
     for index, (cname, resources) in enumerate(

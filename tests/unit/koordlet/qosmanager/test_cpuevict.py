@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from koordapi import keys
 from koordlet.metriccache import MetricCache, Sample
-from koordlet.qosmanager import eviction
 from koordlet.qosmanager.cpuevict import (
     NAME,
     CPUEvict,
@@ -21,6 +21,7 @@ from koordlet.qosmanager.cpuevict import (
 from koordlet.qosmanager.eviction import Evictor
 from koordlet.qosmanager.framework import Context
 from koordlet.states.pods import KnownPod
+from runtimehooks.request import PodSpecFacts
 from tests.unit.koordlet.qosmanager.fakes import NOW, Backend, context, known_pod, rules, samples
 
 WINDOW = 30
@@ -155,6 +156,38 @@ def test_be_cpu_evict_end_to_end_victims_by_usage_over_request() -> None:
     assert "1.00 cores" in action.reason  # what hot gives back
     assert action.inputs["real-limit"] == 3000.0
     assert action.inputs["current-request"] == 10000.0
+
+
+def test_be_cpu_victims_by_priority_first_then_usage_over_request() -> None:
+    # cluster mode: spec.priority known; the lower priority goes first whatever its ratio
+    def prioritized(name: str, request: int, priority: int) -> KnownPod:
+        known = be_pod(name, request)
+        known.request = replace(known.request, spec=PodSpecFacts(priority=priority))
+        return known
+
+    pods = [prioritized("hot", 1000, 5900), prioritized("cold", 1000, 5100),
+            prioritized("warm", 1000, 5900)]  # fmt: skip
+    cpu = {"hot": 0.9, "cold": 0.1, "warm": 0.5}
+    backend = Backend()
+    ctx = make_ctx(pods, cpu, config=BE_CONFIG, gates=BE_GATE, cache=starved_cache())
+
+    CPUEvict(Evictor(backend)).run(ctx)
+
+    assert backend.victims == ["cold", "hot"]  # 1000m + 1000m >= 2000m
+
+
+def test_a_be_pod_whose_eviction_policy_leaves_out_becpuevict_is_not_a_victim() -> None:
+    shy = be_pod("shy", 4000)
+    annotations = {**shy.request.annotations, keys.ANNOTATION_EVICTION_POLICY: '["CPUEvict"]'}
+    shy.request = replace(shy.request, annotations=annotations)
+    pods = [shy, be_pod("ok", 1000)]
+    backend = Backend()
+    ctx = make_ctx(pods, {"shy": 3.9, "ok": 0.1}, config=BE_CONFIG, gates=BE_GATE,
+                   cache=starved_cache())  # fmt: skip
+
+    CPUEvict(Evictor(backend)).run(ctx)
+
+    assert backend.victims == ["ok"]
 
 
 def test_be_cpu_evict_needs_samples_covering_a_third_of_the_window() -> None:
@@ -492,14 +525,12 @@ def node_cache(cores: float, n: int = WINDOW) -> MetricCache:
     return cache
 
 
-def opted_in(name: str) -> KnownPod:
-    return known_pod(name, qos="LS", labels=OPTED_IN)
+def opted_in(name: str, priority: int | None = 5500) -> KnownPod:
+    """An LS pod that opted in, with a spec.priority (cluster mode) unless None."""
+    return known_pod(name, qos="LS", labels=OPTED_IN, spec=PodSpecFacts(priority=priority))
 
 
-def test_node_cpu_evict_releases_capacity_times_usage_minus_lower(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(eviction, "pod_priority", lambda known: 5500)
+def test_node_cpu_evict_releases_capacity_times_usage_minus_lower() -> None:
     pods = [opted_in("a"), opted_in("b"), opted_in("c"), known_pod("shy", qos="LS")]
     cpu = {"a": 0.5, "b": 0.8, "c": 0.3, "shy": 4.0}
     backend = Backend()
@@ -513,10 +544,7 @@ def test_node_cpu_evict_releases_capacity_times_usage_minus_lower(
     assert ctx.audit.recent()[0].inputs == {"usage_percent": 90, "release_milli": 960}
 
 
-def test_node_cpu_evict_lower_percent_overrides_the_default(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(eviction, "pod_priority", lambda known: 5500)
+def test_node_cpu_evict_lower_percent_overrides_the_default() -> None:
     config = {**NODE_CONFIG, "cpuEvictLowerPercent": 50}
     ctx = make_ctx(
         [opted_in("a")], {"a": 0.5}, config=config, gates=NODE_GATE, cache=node_cache(7.25)
@@ -527,10 +555,7 @@ def test_node_cpu_evict_lower_percent_overrides_the_default(
     assert "= 3200m" in status(ctx)  # 8000 x (90 - 50)%
 
 
-def test_node_cpu_under_the_threshold_or_bad_lower_means_no_eviction(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(eviction, "pod_priority", lambda known: 5500)
+def test_node_cpu_under_the_threshold_or_bad_lower_means_no_eviction() -> None:
     backend = Backend()
     ctx = make_ctx(
         [opted_in("a")], {"a": 0.5}, config=NODE_CONFIG, gates=NODE_GATE, cache=node_cache(6.25)
@@ -558,19 +583,29 @@ def test_node_cpu_under_the_threshold_or_bad_lower_means_no_eviction(
     assert backend.calls == []
 
 
-def test_node_cpu_evict_without_known_priorities_evicts_nobody() -> None:
+def test_without_spec_priority_a_pod_has_its_classs_default_priority() -> None:
+    # Koordinator's GetPodPriorityValueWithDefault: an LS pod is koord-prod (9500 > 7999) and
+    # stays; a koord-batch pod (5500) goes; spec.priority 0 counts as unset
+    prod = opted_in("prod", priority=None)
+    batch = known_pod(
+        "batch", qos="LS", labels={**OPTED_IN, keys.LABEL_PRIORITY_CLASS: "koord-batch"}
+    )
+    zero = opted_in("zero", priority=0)
     backend = Backend()
     ctx = make_ctx(
-        [opted_in("a")], {"a": 4.0}, config=NODE_CONFIG, gates=NODE_GATE, cache=node_cache(7.25)
+        [prod, batch, zero],
+        {"prod": 4.0, "batch": 0.1, "zero": 2.0},
+        config=NODE_CONFIG,
+        gates=NODE_GATE,
+        cache=node_cache(7.25),
     )
 
     CPUEvict(Evictor(backend)).run(ctx)
 
-    assert backend.calls == []
+    assert backend.victims == ["batch"]
 
 
-def test_a_be_victim_counts_toward_the_node_usage_task(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(eviction, "pod_priority", lambda known: 5500)
+def test_a_be_victim_counts_toward_the_node_usage_task() -> None:
     cache = starved_cache()
     cache.append(Sample("node_cpu_usage", {}, NOW - i, 7.25) for i in range(WINDOW))
     hog = be_pod("hog", 2000, labels=OPTED_IN)

@@ -14,7 +14,6 @@ from koordlet.executor.cri import CRIError, CRIRuntime
 from koordlet.executor.kubeapi import EvictionAPI, EvictionResult
 from koordlet.kubeclient import KubeCredentials
 from koordlet.metrics import KoordletMetrics
-from koordlet.qosmanager import eviction
 from koordlet.qosmanager.eviction import (
     REMEMBER_SECONDS,
     Candidate,
@@ -28,7 +27,7 @@ from koordlet.qosmanager.eviction import (
 )
 from koordlet.qosmanager.framework import Context
 from koordlet.states.pods import KnownPod
-from runtimehooks.request import ContainerResources
+from runtimehooks.request import ContainerResources, PodSpecFacts
 from tests.unit.koordlet.qosmanager.fakes import NOW, Backend, context, known_pod
 
 GIB = 1 << 30
@@ -315,18 +314,49 @@ def test_evict_by_api_maps_the_result(result: EvictionResult, ok: bool, text: st
 OPTED_IN = {keys.LABEL_EVICTION_ENABLED: "true"}
 
 
-def with_priority(monkeypatch: pytest.MonkeyPatch, priority: int | None) -> None:
-    monkeypatch.setattr(eviction, "pod_priority", lambda known: priority)
+def spec(priority: int | None) -> PodSpecFacts:
+    return PodSpecFacts(priority=priority)
 
 
 def policy(features: object) -> dict[str, str]:
     return {keys.ANNOTATION_EVICTION_POLICY: json.dumps(features)}
 
 
-def test_standalone_pods_have_no_known_priority_so_none_is_eligible() -> None:
-    known = known_pod("p", labels=OPTED_IN)
-    assert eviction.pod_priority(known) is None
-    assert not eviction_allowed(known, "CPUEvict", 10**9)
+@pytest.mark.parametrize(
+    ("qos", "kube", "labels", "priority", "expected"),
+    [
+        pytest.param("LS", "Burstable", {}, None, 9500, id="standalone-LS-is-prod"),
+        pytest.param(None, "Guaranteed", {}, None, 9500, id="standalone-guaranteed-is-prod"),
+        pytest.param("BE", "BestEffort", {}, None, 5500, id="standalone-BE-is-batch"),
+        pytest.param(None, "BestEffort", {}, None, 5500, id="kube-besteffort-is-batch"),
+        pytest.param(
+            "LS", "Burstable", {keys.LABEL_PRIORITY_CLASS: "koord-free"}, None, 3500, id="free"
+        ),
+        pytest.param(
+            "LS", "Burstable", {keys.LABEL_PRIORITY_CLASS: "koord-nope"}, None, 9500,
+            id="unknown-class-label-falls-back-to-qos",
+        ),
+        pytest.param("LS", "Burstable", {}, 5999, 5999, id="spec-priority-wins"),
+        pytest.param("BE", "BestEffort", {}, 0, 5500, id="spec-priority-zero-is-unset"),
+        pytest.param("LS", "Burstable", {}, 8500, 8500, id="between-classes-kept"),
+        pytest.param(
+            "LS", "Burstable", {keys.LABEL_PRIORITY_CLASS: "koord-mid"}, 0, 7500,
+            id="class-label-with-zero-priority",
+        ),
+    ],
+)  # fmt: skip
+def test_priority_with_koordinators_defaults(
+    qos: str | None, kube: str, labels: Mapping[str, str], priority: int | None, expected: int
+) -> None:
+    known = known_pod("p", qos=qos, kube=kube, labels=labels, spec=spec(priority))
+    assert known.request.priority == expected
+
+
+def test_standalone_ls_pods_are_prod_and_not_eligible_under_7999() -> None:
+    ls = known_pod("ls", qos="LS", labels=OPTED_IN)
+    be = known_pod("be", qos="BE", kube="BestEffort", labels=OPTED_IN)
+    assert not eviction_allowed(ls, "CPUEvict", 7999)
+    assert eviction_allowed(be, "CPUEvict", 7999)
 
 
 @pytest.mark.parametrize(
@@ -347,21 +377,15 @@ def test_standalone_pods_have_no_known_priority_so_none_is_eligible() -> None:
     ],
 )
 def test_eviction_allowed(
-    monkeypatch: pytest.MonkeyPatch,
-    labels: Mapping[str, str],
-    annotations: Mapping[str, str],
-    priority: int,
-    allowed: bool,
+    labels: Mapping[str, str], annotations: Mapping[str, str], priority: int, allowed: bool
 ) -> None:
-    with_priority(monkeypatch, priority)
-    known = known_pod("p", labels=labels, annotations=annotations)
+    known = known_pod("p", labels=labels, annotations=annotations, spec=spec(priority))
 
     assert eviction_allowed(known, "CPUEvict", 7999) is allowed
 
 
-def test_a_pod_without_containers_is_not_eligible(monkeypatch: pytest.MonkeyPatch) -> None:
-    with_priority(monkeypatch, 5500)
-    known = known_pod("p", labels=OPTED_IN)
+def test_a_pod_without_containers_is_not_eligible() -> None:
+    known = known_pod("p", labels=OPTED_IN, spec=spec(5500))
     assert eviction_allowed(known, "CPUEvict", 7999)
     known.containers.clear()
     assert not eviction_allowed(known, "CPUEvict", 7999)
@@ -370,11 +394,13 @@ def test_a_pod_without_containers_is_not_eligible(monkeypatch: pytest.MonkeyPatc
 # -- generic order ----------------------------------------------------------------------------
 
 
-def used(name: str, milli: int, **meta: Mapping[str, str]) -> Candidate:
-    return Candidate(
-        known_pod(name, labels=meta.get("labels"), annotations=meta.get("annotations")),
-        cpu_used_milli=milli,
+def used(
+    name: str, milli: int, priority: int | None = None, **meta: Mapping[str, str]
+) -> Candidate:
+    known = known_pod(
+        name, labels=meta.get("labels"), annotations=meta.get("annotations"), spec=spec(priority)
     )
+    return Candidate(known, cpu_used_milli=milli)
 
 
 def names(candidates: Sequence[Candidate]) -> list[str]:
@@ -421,10 +447,27 @@ def test_generic_order_by_usage_when_nothing_else_differs() -> None:
     assert names(generic_order(pods, lambda c: c.memory_used)) == ["a", "b", "c"]
 
 
-def test_generic_order_uses_the_spec_priority_when_known(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        eviction, "pod_priority", lambda known: 7000 if known.request.name == "mid" else 5000
-    )
-    pods = [used("mid", 10), used("batch", 5)]
+def test_generic_order_uses_the_spec_priority_when_known() -> None:
+    pods = [used("mid", 10, priority=7000), used("batch", 5, priority=5000)]
 
     assert names(generic_order(pods, lambda c: c.cpu_used_milli)) == ["batch", "mid"]
+
+
+def test_generic_order_a_missing_priority_label_counts_as_the_priority() -> None:
+    # Koordinator's GetPodPriorityLabel(pod, priority): no label sorts by the priority itself
+    def label(value: str) -> dict[str, str]:
+        return {keys.LABEL_PRIORITY: value}
+
+    pods = [
+        used("label-6000", 900, priority=5500, labels=label("6000")),
+        used("no-label", 10, priority=5500),
+        used("label-1", 5, priority=5500, labels=label("1")),
+        used("bad-label", 20, priority=5500, labels=label("x")),
+    ]
+
+    assert names(generic_order(pods, lambda c: c.cpu_used_milli)) == [
+        "label-1",
+        "bad-label",
+        "no-label",
+        "label-6000",
+    ]

@@ -10,12 +10,12 @@ import pytest
 from koordapi import keys
 from koordlet.metriccache import MetricCache
 from koordlet.metrics import KoordletMetrics
-from koordlet.qosmanager import eviction
 from koordlet.qosmanager.audit import AuditTrail
 from koordlet.qosmanager.eviction import Evictor
 from koordlet.qosmanager.framework import Context
 from koordlet.qosmanager.memoryevict import NAME, MemoryEvict, thresholds
 from koordlet.states.pods import KnownPod
+from runtimehooks.request import PodSpecFacts
 from tests.unit.koordlet.qosmanager.fakes import NOW, Backend, context, known_pod, rules, samples
 
 GIB = 1 << 30
@@ -154,7 +154,7 @@ def test_under_the_threshold_nobody_is_evicted() -> None:
     MemoryEvict(Evictor(backend)).run(ctx)
 
     assert backend.calls == []
-    assert status(ctx) == "memory 69% < threshold 70%"
+    assert status(ctx) == "BEMemoryEvict: memory 69% < threshold 70%"
 
 
 def test_lower_at_or_above_the_threshold_means_no_eviction_and_says_why() -> None:
@@ -165,7 +165,7 @@ def test_lower_at_or_above_the_threshold_means_no_eviction_and_says_why() -> Non
     MemoryEvict(Evictor(backend)).run(ctx)
 
     assert backend.calls == []
-    assert status(ctx).startswith("no action:")
+    assert status(ctx).startswith("BEMemoryEvict: no action:")
     assert "75" in status(ctx) and "70" in status(ctx)
 
 
@@ -298,6 +298,20 @@ def test_only_be_pods_are_victims_of_be_memory_evict() -> None:
     assert backend.victims == ["labelled-be"]
 
 
+def test_be_memory_victims_by_priority_then_memory() -> None:
+    def prioritized(name: str, priority: int) -> KnownPod:
+        return known_pod(name, qos="BE", kube="BestEffort", spec=PodSpecFacts(priority=priority))
+
+    pods = [prioritized("big", 5800), prioritized("small-low", 5200), prioritized("mid", 5800)]
+    memory = {"big": 6 * GIB, "small-low": GIB // 2, "mid": 3 * GIB}
+    backend = Backend()
+
+    MemoryEvict(Evictor(backend)).run(run_ctx(pods, memory, percent=99))
+
+    # release 99% - 68% of 16 GiB = 4.96 GiB: small-low (lowest priority), then big
+    assert backend.victims == ["small-low", "big"]
+
+
 def test_no_be_pod_means_no_eviction_and_a_status() -> None:
     backend = Backend()
     ctx = run_ctx([known_pod("ls", qos="LS")], {"ls": 8 * GIB}, percent=99)
@@ -348,10 +362,11 @@ GENERIC_SPEC = {
     "resourceUsedThresholdWithBE": {"enable": True, "evictEnabledPriorityThreshold": 7999}
 }
 OPTED_IN = {keys.LABEL_EVICTION_ENABLED: "true"}
+BATCH_PRIORITY = PodSpecFacts(priority=5500)  # as the kubelet's pod list reports it
 
 
-def test_generic_memory_evict_finds_nobody_without_a_known_priority() -> None:
-    assert eviction.pod_priority(known_pod("x")) is None  # standalone: spec.priority unknown
+def test_generic_memory_evict_leaves_prod_pods_and_pods_not_opted_in() -> None:
+    # standalone: an LS pod is koord-prod by default (9500 > 7999); the BE pod did not opt in
     pods = [known_pod("x", qos="LS", labels=OPTED_IN), be("y")]
     backend = Backend()
     ctx = run_ctx(
@@ -364,14 +379,11 @@ def test_generic_memory_evict_finds_nobody_without_a_known_priority() -> None:
     assert "no pod may be evicted" in status(ctx)
 
 
-def test_generic_memory_evict_takes_opted_in_pods_with_a_priority(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(eviction, "pod_priority", lambda known: 5500)
+def test_generic_memory_evict_takes_opted_in_pods_with_a_priority() -> None:
     pods = [
-        known_pod("small", qos="LS", labels=OPTED_IN),
-        known_pod("large", qos="LS", labels=OPTED_IN),
-        known_pod("shy", qos="LS"),  # no label: never
+        known_pod("small", qos="LS", labels=OPTED_IN, spec=BATCH_PRIORITY),
+        known_pod("large", qos="LS", labels=OPTED_IN, spec=BATCH_PRIORITY),
+        known_pod("shy", qos="LS", spec=BATCH_PRIORITY),  # no label: never
     ]
     memory = {"small": GIB, "large": 3 * GIB, "shy": 8 * GIB}
     backend = Backend()
@@ -383,13 +395,10 @@ def test_generic_memory_evict_takes_opted_in_pods_with_a_priority(
     assert {a.value for a in ctx.audit.recent()} == {"MemoryEvict"}
 
 
-def test_generic_memory_evict_needs_the_priority_threshold(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(eviction, "pod_priority", lambda known: 5500)
+def test_generic_memory_evict_needs_the_priority_threshold() -> None:
     backend = Backend()
     ctx = run_ctx(
-        [known_pod("x", qos="LS", labels=OPTED_IN)],
+        [known_pod("x", qos="LS", labels=OPTED_IN, spec=BATCH_PRIORITY)],
         {"x": 4 * GIB},
         percent=99,
         gates="MemoryEvict=true",
