@@ -4,7 +4,7 @@ Koordinator computes these only in its periodic CgroupReconcile; we also deliver
 container (NRI's ``unified`` map on cgroup v2; on cgroup v1 only Anolis kernels have the files,
 and koordlet writes them). The reconciler keeps them true afterwards.
 
-Formulas (Koordinator §3.5): min = request * minLimitPercent / 100; low = request *
+Formulas (Koordinator's CgroupReconcile): min = request * minLimitPercent / 100; low = request *
 lowLimitPercent / 100, raised to min when it is set (above 0); high = "max" when
 throttlingPercent is 0, else floor((request + (limit - request) * throttling / 100) / page) *
 page, at least min, where the limit is the container's memory limit (batch-memory for BE pods)

@@ -1,4 +1,4 @@
-"""BatchResource: BE pods' shares, CFS quota and memory limit from batch resources, §8 7-14."""
+"""BatchResource: BE pods' shares, CFS quota and memory limit from batch resources."""
 
 from __future__ import annotations
 
@@ -153,7 +153,7 @@ def test_container_values_come_from_its_own_batch_resources(
     assert batchresource.container(container(owner, name), rules, CONTAINER_STAGE) == expected
 
 
-def test_case_14_be_pod_with_empty_spec_changes_nothing() -> None:
+def test_be_pod_with_empty_spec_changes_nothing() -> None:
     owner = pod(
         "BE", cgroup_dir=BESTEFFORT_DIR, annotations={keys.ANNOTATION_EXTENDED_RESOURCE_SPEC: "{}"}
     )

@@ -1,4 +1,4 @@
-"""CoreSched: core-scheduling groups per pod and cpu.idle of kube-QoS dirs, §8 case 28."""
+"""CoreSched: core-scheduling groups per pod and cpu.idle of kube-QoS dirs."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def core_sched_slo(**classes: dict[str, Any]) -> NodeSLOSpec:
     return NodeSLOSpec.parse({"resourceQOSStrategy": strategy})
 
 
-# §8 case 28: LSR disabled; LS enabled (expeller, idle 0); BE enabled (idle 1).
+# LSR disabled; LS enabled (expeller, idle 0); BE enabled (idle 1).
 CASE_28 = core_sched_slo(
     lsrClass={"enable": False},
     lsClass={"enable": True, "coreExpeller": True, "schedIdle": 0},
@@ -49,7 +49,7 @@ def group_labels(group: str | None = None, policy: str | None = None) -> dict[st
     return labels
 
 
-def test_case_28_class_parameters_follow_the_nodeslo() -> None:
+def test_class_parameters_follow_the_nodeslo() -> None:
     ls, be = CASE_28.cpu_qos(QoSClass.LS), CASE_28.cpu_qos(QoSClass.BE)
     assert (ls.enable, ls.core_expeller, ls.sched_idle) == (True, True, 0)
     assert (be.enable, be.core_expeller, be.sched_idle) == (True, False, 1)
@@ -92,14 +92,14 @@ def test_case_28_class_parameters_follow_the_nodeslo() -> None:
         pytest.param(pod("SYSTEM"), None, id="system-excluded"),
     ],
 )
-def test_case_28_pod_group_by_class_and_labels(owner: PodRequest, expected: str | None) -> None:
+def test_pod_group_by_class_and_labels(owner: PodRequest, expected: str | None) -> None:
     want = None if expected is None else CoreSchedGroup(expected != "", expected)
     assert coresched.group(owner, Rules(slo=CASE_28)) == want
     patch = coresched.container(container(owner), Rules(slo=CASE_28, kernel=KERNEL), STAGE)
     assert patch == (None if want is None else ContainerPatch(core_sched=want))
 
 
-def test_case_28_besteffort_dir_is_cpu_idle() -> None:
+def test_besteffort_dir_is_cpu_idle() -> None:
     assert coresched.kube_qos_idle(Rules(slo=CASE_28)) == {
         KubeQoS.GUARANTEED: 0,
         KubeQoS.BURSTABLE: 0,

@@ -1,4 +1,4 @@
-"""CPUNormalization: LS pods' CFS quota divided by the node's ratio, §8 case 15."""
+"""CPUNormalization: LS pods' CFS quota divided by the node's ratio."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def rules(ratio: float | None) -> Rules:
         pytest.param(2.0, 50000, id="ratio-2-halves"),
     ],
 )
-def test_case_15_ls_quota_is_divided_by_a_ratio_above_one(ratio: float, expected: int) -> None:
+def test_ls_quota_is_divided_by_a_ratio_above_one(ratio: float, expected: int) -> None:
     ls = pod("LS", cpu_quota=100000)
     assert cpunormalization.pod(ls, rules(ratio), POD_STAGE) == PodPatch(cpu_cfs_quota_us=expected)
     ctr = container(ls, cpu_quota=100000)
@@ -48,7 +48,7 @@ def test_case_15_ls_quota_is_divided_by_a_ratio_above_one(ratio: float, expected
     )
 
 
-def test_case_15_be_pod_is_untouched() -> None:
+def test_be_pod_is_untouched() -> None:
     be = pod("BE", cgroup_dir=BESTEFFORT_DIR, cpu_quota=100000)
     assert cpunormalization.pod(be, rules(1.2), POD_STAGE) is None
     ctr = container(be, cpu_quota=100000)

@@ -1,4 +1,4 @@
-"""CPUSetAllocator: container cpusets and CFS-quota unset for pinned pods, §8 cases 16-22."""
+"""CPUSetAllocator: container cpusets and CFS-quota unset for pinned pods."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def test_container_cpuset_follows_koordinator_decision_order(
         pytest.param(None, id="no-label"),
     ],
 )
-def test_case_22_pinned_pod_gets_its_cpuset_and_unlimited_quota(qos: str | None) -> None:
+def test_pinned_pod_gets_its_cpuset_and_unlimited_quota(qos: str | None) -> None:
     pinned = pod(qos, cgroup_dir=GUARANTEED_DIR, annotations=status("2-4"))
     rules = Rules(node=node())
     assert cpuset.container(container(pinned), rules, STAGE) == ContainerPatch(
@@ -148,7 +148,7 @@ def test_case_22_pinned_pod_gets_its_cpuset_and_unlimited_quota(qos: str | None)
     assert cpuset.pod(pinned, rules, Stage.PRE_RUN_POD_SANDBOX) == PodPatch(cpu_cfs_quota_us=-1)
 
 
-def test_case_22_disable_unset_cpu_quota_leaves_the_quota_alone() -> None:
+def test_disable_unset_cpu_quota_leaves_the_quota_alone() -> None:
     pinned = pod("LSR", cgroup_dir=GUARANTEED_DIR, annotations=status("2-4"))
     rules = Rules(node=node(), disable_unset_cpu_quota=True)
     assert cpuset.container(container(pinned), rules, STAGE) == ContainerPatch(cpuset_cpus="2-4")

@@ -1,4 +1,4 @@
-"""GroupIdentity: the pod's cpu.bvt_warp_ns (or cpu.idle on mainline kernels), §8 cases 1-6."""
+"""GroupIdentity: the pod's cpu.bvt_warp_ns (or cpu.idle on mainline kernels)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ STAGE = Stage.PRE_RUN_POD_SANDBOX
 BVT = KernelFeatures(bvt=True)
 CPU_IDLE = KernelFeatures(cpu_idle=True)
 
-# §8 case 5: LSR, LS and BE enabled with group identity 2, 2, -1.
+# LSR, LS and BE enabled with group identity 2, 2, -1.
 ENABLED = NodeSLOSpec.parse(
     {
         "resourceQOSStrategy": {
@@ -121,11 +121,11 @@ def test_nothing_is_written_without_kernel_support_or_an_active_rule(rules: Rule
         pytest.param(pod("unknown", cgroup_dir=GUARANTEED_DIR), 2, id="unknown-label-is-none"),
     ],
 )
-def test_case_5_pod_values_by_qos_and_kube_fallback(request_: PodRequest, expected: int) -> None:
+def test_pod_values_by_qos_and_kube_fallback(request_: PodRequest, expected: int) -> None:
     assert groupidentity.pod_value(request_, Rules(slo=ENABLED)) == expected
 
 
-def test_case_5_kube_qos_directories_get_zero_ls_and_be_values() -> None:
+def test_kube_qos_directories_get_zero_ls_and_be_values() -> None:
     assert groupidentity.kube_qos_values(Rules(slo=ENABLED)) == {
         KubeQoS.GUARANTEED: 0,
         KubeQoS.BURSTABLE: 2,
@@ -175,7 +175,7 @@ def test_disabled_class_uses_the_none_value_zero() -> None:
     }
 
 
-def test_case_6_core_sched_policy_turns_the_rule_off() -> None:
+def test_core_sched_policy_turns_the_rule_off() -> None:
     rules = Rules(slo=CORE_SCHED_POLICY, kernel=BVT)
     for qos in ("LSR", "LS", "BE"):
         assert groupidentity.pod_value(pod(qos), rules) is None

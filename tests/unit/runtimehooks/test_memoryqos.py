@@ -1,4 +1,4 @@
-"""MemoryQOS: memory.min/low/high of pods and containers, §8 case 26."""
+"""MemoryQOS: memory.min/low/high of pods and containers."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from tests.unit.runtimehooks.builders import (
 POD_STAGE = Stage.PRE_RUN_POD_SANDBOX
 CONTAINER_STAGE = Stage.PRE_CREATE_CONTAINER
 NODE_1GI = Rules(node=NodeState(allocatable_memory=GI))
-CASE_26_QOS = {
+AUTO_BE_QOS = {
     "policy": "auto",
     "minLimitPercent": 50,
     "lowLimitPercent": 0,
@@ -44,9 +44,9 @@ def memory_qos(value: dict[str, Any]) -> dict[str, str]:
     return {keys.ANNOTATION_MEMORY_QOS: json.dumps(value)}
 
 
-def case_26_pod() -> PodRequest:
+def be_pod_with_auto_policy() -> PodRequest:
     """BE pod: container "test" without batch resources, "main" with batch-memory 1Gi."""
-    annotations = memory_qos(CASE_26_QOS)
+    annotations = memory_qos(AUTO_BE_QOS)
     annotations.update(
         extended_resource_spec(
             {"main": {"requests": batch(memory="1Gi"), "limits": batch(memory="1Gi")}}
@@ -55,14 +55,14 @@ def case_26_pod() -> PodRequest:
     return pod("BE", cgroup_dir=BESTEFFORT_DIR, annotations=annotations)
 
 
-def test_case_26_pod_min_is_half_the_batch_request_and_low_stays_zero() -> None:
-    assert memoryqos.pod(case_26_pod(), NODE_1GI, POD_STAGE) == PodPatch(
+def test_be_pod_min_is_half_the_batch_request_and_low_stays_zero() -> None:
+    assert memoryqos.pod(be_pod_with_auto_policy(), NODE_1GI, POD_STAGE) == PodPatch(
         memory_min=536870912, memory_low=0
     )
 
 
-def test_case_26_auto_policy_uses_be_defaults_under_the_pod_fields() -> None:
-    assert memoryqos.config(case_26_pod(), NODE_1GI) == {
+def test_auto_policy_uses_be_defaults_under_the_pod_fields() -> None:
+    assert memoryqos.config(be_pod_with_auto_policy(), NODE_1GI) == {
         "minLimitPercent": 50,
         "lowLimitPercent": 0,
         "throttlingPercent": 40,
@@ -90,12 +90,14 @@ def test_case_26_auto_policy_uses_be_defaults_under_the_pod_fields() -> None:
         ),
     ],
 )
-def test_case_26_container_values(name: str, expected: ContainerPatch) -> None:
-    req = container(case_26_pod(), name)
+def test_be_container_values_with_and_without_batch_memory(
+    name: str, expected: ContainerPatch
+) -> None:
+    req = container(be_pod_with_auto_policy(), name)
     assert memoryqos.container(req, NODE_1GI, CONTAINER_STAGE) == expected
 
 
-def test_case_26_qos_dirs_sum_their_pods_and_kubepods_sums_all() -> None:
+def test_qos_dirs_sum_their_pods_and_kubepods_sums_all() -> None:
     sums = memoryqos.kube_qos_sums({KubeQoS.BURSTABLE: 0, KubeQoS.BESTEFFORT: 536870912})
     assert sums == {
         KubeQoS.BURSTABLE: 0,
@@ -239,5 +241,5 @@ def test_without_the_spec_ls_pods_keep_the_standalone_fallback_of_zero() -> None
 
 def test_be_pods_use_batch_memory_even_when_the_spec_is_known() -> None:
     spec = PodSpecFacts(memory_request=9 << 30, container_memory_requests={"main": 9 << 30})
-    owner = replace(case_26_pod(), spec=spec)
+    owner = replace(be_pod_with_auto_policy(), spec=spec)
     assert memoryqos.pod(owner, NODE_1GI, POD_STAGE) == PodPatch(memory_min=536870912, memory_low=0)

@@ -1,4 +1,4 @@
-"""OOMScoreAdj: a container's oom_score_adj from the pod's annotations, §8 case 27."""
+"""OOMScoreAdj: a container's oom_score_adj from the pod's annotations."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ SPEC = keys.ANNOTATION_OOM_SCORE_ADJ_SPEC
         pytest.param({SPEC: '{"c1": -1000}'}, "c1", -1000, id="lower-bound-in-spec"),
     ],
 )
-def test_case_27_spec_takes_precedence_over_pod_default(
+def test_spec_takes_precedence_over_pod_default(
     annotations: dict[str, str], name: str, expected: int | None
 ) -> None:
     req = container(pod("LS", annotations=annotations), name)

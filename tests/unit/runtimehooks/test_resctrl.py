@@ -1,4 +1,4 @@
-"""Resctrl: pod-level LLC/MBA groups; the L3 mask arithmetic is §8 case 25."""
+"""Resctrl: pod-level LLC/MBA groups; the L3 mask arithmetic."""
 
 from __future__ import annotations
 
@@ -30,9 +30,7 @@ GROUP = f"koordlet-{POD_UID}"
         pytest.param(0x1, 0, 100, "1", id="single-way"),
     ],
 )
-def test_case_25_l3_mask_covers_the_ceiled_way_range(
-    cbm: int, start: int, end: int, mask: str
-) -> None:
+def test_l3_mask_covers_the_ceiled_way_range(cbm: int, start: int, end: int, mask: str) -> None:
     assert resctrl.l3_mask(cbm, start, end) == mask
 
 
@@ -48,9 +46,7 @@ def test_case_25_l3_mask_covers_the_ceiled_way_range(
         pytest.param(0xFF, -1, 50, "is invalid", id="negative-start"),
     ],
 )
-def test_case_25_invalid_cbm_or_range_is_an_error(
-    cbm: int, start: int, end: int, message: str
-) -> None:
+def test_invalid_cbm_or_range_is_an_error(cbm: int, start: int, end: int, message: str) -> None:
     with pytest.raises(ModelError, match=message):
         resctrl.l3_mask(cbm, start, end)
 

@@ -1,4 +1,5 @@
-"""CgroupReconcile on fake cgroup trees: case 26, QoS sums, None values, unsupported files."""
+"""CgroupReconcile on fake cgroup trees: a BE pod with the auto policy, QoS sums, None
+values, unsupported files."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def memory_qos(value: Mapping[str, Any]) -> dict[str, str]:
     return {keys.ANNOTATION_MEMORY_QOS: json.dumps(value)}
 
 
-def case_26_pod() -> KnownPod:
+def be_pod_with_auto_policy() -> KnownPod:
     batch = {keys.BATCH_MEMORY: "1Gi"}
     return known_pod(
         "be",
@@ -114,8 +115,8 @@ def value(root: Path, cg: str, name: str) -> str:
     return (v1 if v1.exists() else root / cg / name).read_text().strip()
 
 
-def test_case_26_on_an_anolis_v1_tree(tmp_path: Path) -> None:
-    pod = case_26_pod()
+def test_be_pod_on_an_anolis_v1_tree(tmp_path: Path) -> None:
+    pod = be_pod_with_auto_policy()
     root = tree(tmp_path, [pod], ANOLIS_V1_FILES, v2=False)
     run(root, [pod])
     pod_dir = pod.request.cgroup_dir
@@ -147,8 +148,8 @@ def test_case_26_on_an_anolis_v1_tree(tmp_path: Path) -> None:
     assert value(root, "kubepods/burstable", "memory.min") == "0"
 
 
-def test_case_26_on_mainline_v2_writes_what_exists_and_names_the_rest(tmp_path: Path) -> None:
-    pod = case_26_pod()
+def test_be_pod_on_mainline_v2_writes_what_exists_and_names_the_rest(tmp_path: Path) -> None:
+    pod = be_pod_with_auto_policy()
     root = tree(tmp_path, [pod], MAINLINE_V2_FILES, v2=True)
     strategy, ctx = run(root, [pod])
     _, main = (c.cgroup_dir for c in pod.containers.values())
@@ -165,7 +166,7 @@ def test_case_26_on_mainline_v2_writes_what_exists_and_names_the_rest(tmp_path: 
 
 
 def test_unsupported_files_are_not_tried_again(tmp_path: Path) -> None:
-    pod = case_26_pod()
+    pod = be_pod_with_auto_policy()
     root = tree(tmp_path, [pod], MAINLINE_V2_FILES, v2=True)
     strategy, _ = run(root, [pod])
     seen: list[WriteResult] = []
@@ -176,7 +177,7 @@ def test_unsupported_files_are_not_tried_again(tmp_path: Path) -> None:
 
 
 def test_actions_are_recorded_once_with_checkable_reasons(tmp_path: Path) -> None:
-    pod = case_26_pod()
+    pod = be_pod_with_auto_policy()
     root = tree(tmp_path, [pod], ANOLIS_V1_FILES, v2=False)
     strategy, ctx = run(root, [pod])
     actions = {(a.target, a.kind): a for a in ctx.audit.recent(1000)}
@@ -249,7 +250,7 @@ def test_bad_annotation_skips_that_pod_only(tmp_path: Path) -> None:
 
 
 def test_a_vanished_pod_cgroup_is_not_an_error(tmp_path: Path) -> None:
-    pod = case_26_pod()
+    pod = be_pod_with_auto_policy()
     root = tree(tmp_path, [], MAINLINE_V2_FILES, v2=True)  # only the QoS directories
     _, ctx = run(root, [pod])
     assert value(root, "kubepods/besteffort", "memory.min") == "536870912"

@@ -1,4 +1,4 @@
-"""CPU suppress: the formula (§8 case 23), CPU choice (case 24), floors, step caps, policies,
+"""CPU suppress: the formula, CPU choice, floors, step caps, policies,
 recovery and stale-data refusal, on fake metrics and a fake cgroup v1 tree."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def spec(**threshold: Any) -> dict[str, Any]:
 # -- the formula -------------------------------------------------------------------------------
 
 
-def test_case_23_suppress_is_capacity_share_minus_ls_and_system_usage() -> None:
+def test_suppress_is_capacity_share_minus_ls_and_system_usage() -> None:
     inputs = SuppressInputs(
         capacity_milli=20_000, threshold_percent=70, node_used=12, pods_used=10, non_be_used=8
     )
@@ -79,7 +79,7 @@ def test_case_23_suppress_is_capacity_share_minus_ls_and_system_usage() -> None:
     )
 
 
-def test_case_23_through_the_metric_cache_and_pod_classes(tmp_path: Path) -> None:
+def test_suppress_through_the_metric_cache_and_pod_classes(tmp_path: Path) -> None:
     ls = known_pod("ls", qos="LS")
     be = known_pod("be", qos="BE", kube="BestEffort")
     cache = MetricCache()
@@ -116,7 +116,7 @@ def test_min_percent_is_a_floor() -> None:
 # -- choosing CPUs ----------------------------------------------------------------------------
 
 
-def test_case_24_cpus_spread_over_numa_nodes_with_whole_cores_first() -> None:
+def test_cpus_spread_over_numa_nodes_with_whole_cores_first() -> None:
     # node0/socket0: core 0 = cpu 0,4; core 1 = cpu 1,5. node1/socket1: core 2 = 2,6; 3 = 3,7.
     procs = [
         Processor(cpu, core, socket, socket)

@@ -1,4 +1,4 @@
-"""ResctrlReconcile on a fake resctrl tree: reference case 25 masks, MBA, None values, tasks."""
+"""ResctrlReconcile on a fake resctrl tree: L3 masks, MBA, None values, tasks."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def status(ctx: Context) -> str:
         ("3ff", 10, 85, "1fe"),
     ],
 )
-def test_case_25_l3_masks_for_every_cache_id(
+def test_l3_masks_for_every_cache_id(
     tmp_path: Path, cbm: str, start: int, end: int, mask: str
 ) -> None:
     spec = classes(
