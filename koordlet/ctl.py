@@ -224,7 +224,8 @@ def _values(applied: dict[str, Any]) -> str:
 
 
 def render_explain(data: dict[str, Any]) -> str:
-    """The pod, what its cgroups hold now, and each QoS action behind that, newest last."""
+    """The pod, what its cgroups hold now, values of its containers that another NRI plugin
+    or the kubelet changed, and each QoS action behind the values, newest last."""
     lines = [
         f"pod {data['namespace']}/{data['name']} (uid {data['uid']})",
         f"  QoS {data['qos']} (Kubernetes {data['kube_qos']}), cgroup {data['cgroup']}",
@@ -233,6 +234,15 @@ def render_explain(data: dict[str, Any]) -> str:
         f"  pod: {_values(data['applied'])}",
     ]
     lines += [f"  {c['name']}: {_values(c['applied'])}" for c in data["containers"]]
+    conflicts = data.get("conflicts") or []  # a koordlet before conflict detection has none
+    if conflicts:
+        lines.append("conflicts (another NRI plugin or the kubelet changed what koordlet asked):")
+    for conflict in conflicts:
+        when = time.strftime("%H:%M:%S", time.localtime(conflict["ts"]))
+        lines.append(
+            f"  {when} {conflict['container']}: {conflict['resource']} asked {conflict['asked']},"
+            f" found {conflict['found']} ({conflict['file']})"
+        )
     lines.append("why:")
     if not data["actions"]:
         lines.append("  no QoS manager action concerns this pod (values come from the hooks)")

@@ -34,7 +34,8 @@ from koordlet.collectors.pods import PodCollector
 from koordlet.collectors.psi import PSICollector
 from koordlet.collectors.rdma import RDMACollector
 from koordlet.collectors.system import SystemCollector
-from koordlet.executor import Executor, WriteResult
+from koordlet.conflicts import ConflictTracker
+from koordlet.executor import Executor, Status, WriteResult
 from koordlet.executor.cri import CRIRuntime
 from koordlet.executor.kubeapi import EvictionAPI
 from koordlet.executor.resctrl import RESCTRL_ROOT, Resctrl
@@ -178,6 +179,8 @@ class Koordlet:
         self._rules: Rules | None = None
         self._rules_key: tuple[object, int] | None = None
         applier = self.applier = Applier(self.executor, self.resctrl, config.proc_root)
+        # what koordlet asked for each container over NRI, checked once it has started
+        self.conflicts = ConflictTracker(self.executor, self.metrics)
         self.reconciler = Reconciler(
             hooks=HOOKS,
             rules=self.rules,
@@ -185,6 +188,7 @@ class Koordlet:
             applier=applier,
             metrics=self.metrics,
             interval=config.reconcile_interval,
+            waiting=self.conflicts.waiting,
         )
         self.hookserver = HookServer(
             hooks=HOOKS,
@@ -195,6 +199,7 @@ class Koordlet:
             metrics=self.metrics,
             on_container_started=self.reconciler.reconcile_container_now,
             on_synchronized=self.reconciler.wake,
+            conflicts=self.conflicts,
         )
         self.cache, cache_problem = MetricCache.open(
             config.tsdb_path / "metrics.db" if config.tsdb_path else None,
@@ -238,6 +243,7 @@ class Koordlet:
             kernel=self.kernel,
             health=self._collector_health,
             schedlat=(lambda: schedlat.state) if schedlat is not None else None,
+            conflicts=self.conflicts,
         )
         self.audit = AuditTrail(on_action=self._count_action)
         self.views.audit = self.audit
@@ -541,6 +547,8 @@ class Koordlet:
         node, res, status = self.config.node_name, result.write.resource, result.status.value
         self.metrics.resource_updates.labels(node, res, status).inc()
         self.metrics.resource_update_duration.labels(node, res, status).observe(result.seconds)
+        if result.status in (Status.APPLIED, Status.UNCHANGED):
+            self.conflicts.note_write(result.write)  # koordlet's own wish is no conflict
 
     def rules(self) -> Rules:
         """The current snapshot, rebuilt when the node config or the pinned pods changed."""

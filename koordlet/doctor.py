@@ -285,14 +285,32 @@ def unimplemented_gates(metrics_text: str) -> list[str]:
     )
 
 
+def nri_conflicts(metrics_text: str) -> dict[str, float]:
+    """``koordlet_nri_conflicts_total`` by resource in a /metrics scrape ({} without it)."""
+    return {
+        sample.labels.get("resource", "?"): sample.value
+        for family in text_string_to_metric_families(metrics_text)
+        if family.name == "koordlet_nri_conflicts"
+        for sample in family.samples
+        if sample.name == "koordlet_nri_conflicts_total"
+    }
+
+
+def scrape_koordlet(config: DoctorConfig) -> str:
+    """koordlet's /metrics text. Raises urllib's HTTPError, or OSError or ValueError when
+    nothing answers there."""
+    url = f"http://{config.addr}/metrics"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy for a node
+    with opener.open(url, timeout=config.timeout) as response:
+        return str(response.read().decode(errors="replace"))
+
+
 def check_koordlet(config: DoctorConfig) -> Check:
     """koordlet answers on its status server and is registered with the runtime over NRI."""
     name = "koordlet"
     url = f"http://{config.addr}/metrics"
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy for a node
     try:
-        with opener.open(url, timeout=config.timeout) as response:
-            text = response.read().decode(errors="replace")
+        text = scrape_koordlet(config)
     except urllib.error.HTTPError as err:
         return Check(
             name,
@@ -347,6 +365,36 @@ def check_koordlet(config: DoctorConfig) -> Check:
             "drop them from --feature-gates, or expect nothing from them (see koordlet --help)",
         )
     return Check(name, Status.OK, f"running at {config.addr}, registered over NRI")
+
+
+def check_nri_conflicts(config: DoctorConfig) -> Check:
+    """No value koordlet asked over NRI was found changed in a started container's cgroup
+    (its ``koordlet_nri_conflicts_total``, Koordinator issue #2334)."""
+    name = "nri-conflicts"
+    try:
+        text = scrape_koordlet(config)
+        counts = nri_conflicts(text)
+    except (OSError, ValueError):  # not reachable, or not koordlet: the koordlet check says so
+        return Check(name, Status.OK, "not checked: no koordlet scrape (see the koordlet check)")
+    found = {resource: count for resource, count in sorted(counts.items()) if count > 0}
+    if not found:
+        return Check(
+            name, Status.OK, "no container's cgroup differed from what koordlet asked over NRI"
+        )
+    listed = ", ".join(f"{resource} {count:g}" for resource, count in found.items())
+    total = sum(found.values())
+    values = (
+        "value koordlet asked over NRI was" if total == 1 else "values koordlet asked over NRI were"
+    )
+    return Check(
+        name,
+        Status.WARN,
+        f"{total:g} {values} changed by another NRI plugin or the kubelet by the time its "
+        f"container started: {listed} (koordlet_nri_conflicts_total)",
+        "koordlet's log names each container with both values (`koordctl explain POD` too): "
+        "let one NRI plugin own each resource (disable it in the other plugin, or narrow that "
+        "plugin to other pods), and check the kubelet's CPU manager policy for cpusets",
+    )
 
 
 # -- cgroups --------------------------------------------------------------------------------
@@ -684,6 +732,7 @@ CHECKS: tuple[tuple[str, CheckFn, Status], ...] = (
     ("containerd", check_containerd, Status.FAIL),
     ("nri-socket", check_nri_socket, Status.FAIL),
     ("koordlet", check_koordlet, Status.WARN),
+    ("nri-conflicts", check_nri_conflicts, Status.WARN),
     ("cgroup", check_cgroup, Status.FAIL),
     ("group-identity", check_group_identity, Status.WARN),
     ("cfs-burst", check_cfs_burst, Status.WARN),

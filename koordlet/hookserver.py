@@ -6,6 +6,8 @@ current rules; translate the merged patch into the NRI reply (container values) 
 writes through the executor (pod values, which NRI cannot adjust). Hook failures are decided
 here, once: with failure policy Ignore (the default) they are logged and counted and the
 container starts with whatever the other hooks computed; with Fail the runtime request fails.
+What a container was asked is remembered until it has started, then compared with its cgroup
+(``koordlet.conflicts``: values another NRI plugin or the kubelet changed).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from koordapi import keys
 from koordapi.errors import AnnotationError
 from koordapi.qos import is_known_qos_label
 from koordlet.applying import Applier
+from koordlet.conflicts import ConflictTracker
 from koordlet.metrics import KoordletMetrics
 from koordlet.states.pods import PodStore
 from koordlet.translate import to_adjustment, to_update
@@ -60,6 +63,7 @@ class HookServer:
         metrics: KoordletMetrics,
         on_container_started: Callable[[str, str], None] | None = None,
         on_synchronized: Callable[[], None] | None = None,
+        conflicts: ConflictTracker | None = None,
     ) -> None:
         self.hooks = hooks
         self.rules = rules
@@ -69,6 +73,7 @@ class HookServer:
         self.metrics = metrics
         self.on_container_started = on_container_started
         self.on_synchronized = on_synchronized
+        self.conflicts = conflicts or ConflictTracker(applier.executor, metrics)
 
     # -- outcome handling (once, for every stage) ---------------------------------------------
 
@@ -140,7 +145,9 @@ class HookServer:
             self.hooks, Stage.PRE_CREATE_CONTAINER, request, rules, self.policy
         )
         self._settle(Stage.PRE_CREATE_CONTAINER, request.key, outcome)
-        return to_adjustment(outcome.patch, rules.kernel), []
+        adjustment = to_adjustment(outcome.patch, rules.kernel)
+        self.conflicts.asked(request, adjustment)
+        return adjustment, []
 
     def update_container(
         self, pod: api.PodSandbox, container: api.Container, resources: api.LinuxResources
@@ -152,10 +159,14 @@ class HookServer:
         )
         self._settle(Stage.PRE_UPDATE_CONTAINER_RESOURCES, request.key, outcome)
         update = to_update(container.id, outcome.patch, rules.kernel)
+        self.conflicts.updated(container.id, update)
         return [] if update is None else [update]
 
     def post_start_container(self, pod: api.PodSandbox, container: api.Container) -> None:
-        """Values that need the container's processes (oom_score_adj, core scheduling)."""
+        """Compare what the container's cgroup holds with what koordlet asked (before koordlet
+        writes anything to it), then the values that need its processes (oom_score_adj, core
+        scheduling): the reconciler's pass for this one container."""
+        self.conflicts.check(container.id)
         if self.on_container_started is not None:
             self.on_container_started(pod.id, container.id)
 
@@ -165,10 +176,12 @@ class HookServer:
         """A stopped container never runs again (a restart is a new container): forget it, so
         no strategy counts it, writes to it or evicts it a second time."""
         self.pods.remove_container(pod.id, container.id)
+        self.conflicts.forget(container.id)
         return []
 
     def remove_container(self, pod: api.PodSandbox, container: api.Container) -> None:
         self.pods.remove_container(pod.id, container.id)
+        self.conflicts.forget(container.id)
 
     def remove_pod_sandbox(self, pod: api.PodSandbox) -> None:
         known = self.pods.pod(pod.id)
@@ -182,4 +195,5 @@ class HookServer:
             finally:
                 self.applier.apply_pod(known.request, outcome.patch, rules.kernel)
         self.pods.remove_pod(pod.id)
+        self.conflicts.forget_pod(pod.uid)
         self.metrics.known_pods.labels(self.metrics.node).set(len(self.pods))

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from koordlet.collectors.base import CollectorRunner
+from koordlet.conflicts import RESOURCES as CONFLICT_RESOURCES
 from koordlet.metriccache import MetricCache
 from koordlet.states.pods import PodStore
 
@@ -106,6 +107,15 @@ class KoordletMetrics:
             ["node"],
             registry=r,
         )
+        self.nri_conflicts = Counter(
+            "koordlet_nri_conflicts_total",
+            "Values koordlet asked for a container over NRI that its cgroup did not hold once "
+            "started: another NRI plugin or the kubelet set them (koordctl explain says which)",
+            ["node", "resource"],
+            registry=r,
+        )
+        for resource in CONFLICT_RESOURCES:  # 0 from the start, so that increases show
+            self.nri_conflicts.labels(node, resource)
         self.known_pods = Gauge(
             "koordlet_known_pods", "Pods known from the runtime", ["node"], registry=r
         )

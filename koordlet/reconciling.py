@@ -5,7 +5,9 @@ Synchronize, and for one container right after it starts, the same hooks run aga
 reconcile stages from the requests the runtime made, and the results are written through the
 executor: kube-QoS directories first, then each pod and its containers as one leveled batch
 (the pod is loosened before its containers tighten). Values that already hold are not written;
-a value changed behind koordlet's back is put back on the next pass.
+a value changed behind koordlet's back is put back on the next pass. A container created but
+not started yet is left to the pass at its start, which follows the check of what its cgroup
+holds (``koordlet.conflicts``): a periodic pass in between would hide another plugin's value.
 """
 
 from __future__ import annotations
@@ -46,13 +48,16 @@ class Reconciler:
         applier: Applier,
         metrics: KoordletMetrics,
         interval: float,
+        waiting: Callable[[str], bool] = lambda container_id: False,
     ) -> None:
+        """``waiting(container_id)``: created, not started yet (periodic passes skip it)."""
         self.hooks = hooks
         self.rules = rules
         self.pods = pods
         self.applier = applier
         self.metrics = metrics
         self.interval = interval
+        self.waiting = waiting
         self.passes = 0
         self._wake = asyncio.Event()
 
@@ -142,7 +147,7 @@ class Reconciler:
             pod_writes = self.applier.pod_values(pod, outcome.patch, rules.kernel)
         container_writes: list[CgroupWrite] = []
         for cid, container in known.containers.items():
-            if only is not None and cid != only:
+            if (only is not None and cid != only) or (only is None and self.waiting(cid)):
                 continue
             c_outcome = run_container_stage(
                 self.hooks, Stage.RECONCILE_CONTAINER, container, rules, FailurePolicy.IGNORE

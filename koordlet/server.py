@@ -17,16 +17,20 @@
 probes); the JSON API answers clients on this machine's loopback only, unless
 ``--status-api-remote``. It serves from its own threads and only reads: the views it is given
 do the work. Bad query parameters get a 400 with a one-line JSON error. Whoever can reach the
-address cannot wear koordlet down: at most ``max_connections`` are served at once (more are
-closed at once and counted), and a connection that sends nothing for ``idle_seconds`` is
-closed, so a slowloris holds neither threads nor file descriptors for long.
+address cannot wear koordlet down: at most ``max_connections`` are served at once, a connection
+that sends nothing for ``idle_seconds`` is closed, and past the bound the connection that has
+waited longest without a whole request makes room for the new one (one closed unserved is
+counted), so a slowloris holds neither threads nor file descriptors for long, nor keeps a
+scrape or a probe out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import logging
+import socket
 import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -78,7 +82,14 @@ IDLE_SECONDS = 10.0
 
 
 class BoundedHTTPServer(ThreadingHTTPServer):
-    """A thread per connection, at most ``max_connections`` of them; the rest are closed."""
+    """A thread per connection, at most ``max_connections`` of them.
+
+    When every slot is taken, the connection that has waited longest without sending a whole
+    request is closed and its slot passes to the new one, so idle or trickling clients cannot
+    keep a scrape or the kubelet's probe out; when every slot is busy with a request, the new
+    connection is closed. Either way the connection closed unserved is counted
+    (``on_refused``). A closed one's thread ends as soon as its read returns.
+    """
 
     daemon_threads = True
     # socketserver's default backlog of 5 makes a burst of connections wait out TCP's SYN
@@ -95,23 +106,52 @@ class BoundedHTTPServer(ThreadingHTTPServer):
         super().__init__(address, handler)
         self.slots = threading.BoundedSemaphore(max_connections)
         self.on_refused = on_refused
+        self._lock = threading.Lock()
+        self._waiting: dict[socket.socket, None] = {}  # no whole request yet, oldest first
+        self._handed_over: set[socket.socket] = set()  # closed to make room: slot passed on
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):
+        if not self.slots.acquire(blocking=False) and not self._make_room():
             self.on_refused()
             self.shutdown_request(request)
             return
+        with self._lock:
+            self._waiting[request] = None
         try:
             super().process_request(request, client_address)
         except BaseException:
+            self.request_started(request)
             self.slots.release()
             raise
+
+    def _make_room(self) -> bool:
+        """Close the connection that has waited longest for its request, for its slot."""
+        with self._lock:
+            oldest = next(iter(self._waiting), None)
+            if oldest is None:
+                return False
+            del self._waiting[oldest]
+            self._handed_over.add(oldest)
+            with contextlib.suppress(OSError):
+                oldest.shutdown(socket.SHUT_RDWR)  # its thread's read ends at once
+        self.on_refused()
+        return True
+
+    def request_started(self, request: socket.socket) -> bool:
+        """A whole request arrived: False when its connection was closed to make room."""
+        with self._lock:
+            return self._waiting.pop(request, False) is None
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self.slots.release()
+            with self._lock:
+                self._waiting.pop(request, None)
+                handed_over = request in self._handed_over
+                self._handed_over.discard(request)
+            if not handed_over:
+                self.slots.release()
 
 
 def is_loopback(host: str) -> bool:
@@ -148,6 +188,12 @@ class StatusServer:
 
         class Handler(BaseHTTPRequestHandler):
             timeout = idle_seconds  # per read: a client that sends nothing is let go
+
+            def parse_request(self) -> bool:
+                # no answer on a connection closed to make room while its request came in
+                httpd = self.server
+                assert isinstance(httpd, BoundedHTTPServer)
+                return super().parse_request() and httpd.request_started(self.request)
 
             def do_GET(self) -> None:
                 server.handle(self)

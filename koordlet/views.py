@@ -14,6 +14,7 @@ from typing import Any
 
 from koordapi.cpuset import format_cpuset
 from koordapi.qos import KubeQoS, default_qos_for_kube
+from koordlet.conflicts import ConflictTracker
 from koordlet.executor import Executor
 from koordlet.inspect import histogram
 from koordlet.inspect.schedlat import GATE as SCHED_LATENCY_GATE
@@ -59,9 +60,11 @@ class KoordletViews:
         audit: AuditTrail | None = None,
         schedlat: Callable[[], SchedLatencyState] | None = None,
         clock: Callable[[], float] = time.time,
+        conflicts: ConflictTracker | None = None,
     ) -> None:
         """``schedlat`` gives the run-queue latency collector's state; None: the gate is off.
-        Whether the collector could start is in ``health()`` under its name."""
+        Whether the collector could start is in ``health()`` under its name. ``conflicts``:
+        the NRI conflicts recorded per pod (explain shows them)."""
         self.node_name = node_name
         self.store = pods
         self.cache = cache
@@ -72,6 +75,7 @@ class KoordletViews:
         self.audit = audit or AuditTrail()
         self.schedlat = schedlat
         self.clock = clock
+        self.conflicts = conflicts
 
     def _last(self, name: str, labels: Mapping[str, str]) -> float | None:
         return self.cache.last(name, labels, self.clock(), FRESH_SECONDS)
@@ -137,7 +141,8 @@ class KoordletViews:
         return out
 
     def explain(self, pod: str) -> dict[str, Any] | None:
-        """A pod (by uid, namespace/name or name), its applied values and why they are so."""
+        """A pod (by uid, namespace/name or name), its applied values and why they are so, and
+        the values of its containers another NRI plugin or the kubelet changed (conflicts)."""
         found = next(
             (p for p in self.pods() if pod in (p["uid"], f"{p['namespace']}/{p['name']}")), None
         ) or next((p for p in self.pods() if p["name"] == pod), None)
@@ -152,6 +157,7 @@ class KoordletViews:
             **found,
             "actions": [a.as_dict() for a in actions],
             "strategies": {name: asdict(status) for name, status in sorted(statuses.items())},
+            "conflicts": [] if self.conflicts is None else self.conflicts.for_pod(found["uid"]),
         }
 
     # -- run-queue latency ----------------------------------------------------------------------

@@ -158,7 +158,8 @@ class Mux(asyncio.Protocol):
                     raise ProtocolError(f"frame for unknown connection {conn_id}")
                 receiver(payload)
         except ProtocolError as err:
-            self._fail(err)
+            # without its traceback, whose frames hold the received bytes (a flood's 16 MiB)
+            self._fail(err.with_traceback(None))
         except Exception as err:  # a receiver bug: end this connection, not the process
             log.exception("NRI connection: receiver failed")
             self._fail(ProtocolError(f"receiver failed: {err!r}"))
@@ -173,6 +174,11 @@ class Mux(asyncio.Protocol):
         return False  # let the transport close itself
 
     def connection_lost(self, exc: Exception | None) -> None:
+        # Nothing more arrives: drop the bytes still buffered and the receivers (which refer
+        # back to this connection), so that a flood's 16 MiB is freed now, not whenever the
+        # garbage collector next finds the cycle.
+        self._decoder = FrameDecoder(self._decoder.max_payload)
+        self._receivers.clear()
         if self._error is None and exc is not None:
             self._error = ConnectionClosed(f"NRI connection lost: {exc}")
         if not self._done.done():

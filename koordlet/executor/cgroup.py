@@ -145,6 +145,8 @@ RESOURCES = {
             lambda v: str(shares_to_weight(int(v))),
         ),
         Resource("cpu.cfs_quota_us", "cpu", "cpu.max", _quota, _v2_max),
+        # v2 keeps the period in cpu.max, after the quota: no file of its own there
+        Resource("cpu.cfs_period_us", "cpu", None, _range(1000, 1_000_000)),
         Resource("cpu.cfs_burst_us", "cpu", "cpu.max.burst", _range(0, 100_000_000)),
         Resource("cpu.bvt_warp_ns", "cpu", "cpu.bvt_warp_ns", _range(-1, 2)),
         Resource("cpu.idle", "cpu", "cpu.idle", _range(0, 1)),

@@ -134,6 +134,18 @@ class Executor:
         except (OSError, ValueError):
             return None
 
+    def read_text(self, cgroup: str, resource: str) -> str | None:
+        """The file's text as the kernel shows it (the v2 file on v2: ``cpu.weight``, ``cpu.max``
+        "quota period", ``memory.max``), None if absent, unreadable or the path leaves the root."""
+        res = lookup(resource)
+        path = None if leaves_root(cgroup) else res.file(self._root, self.version, cgroup)
+        if path is None:
+            return None
+        try:
+            return read_file(path)
+        except OSError:
+            return None
+
     def v2_dir(self, cgroup: str) -> Path | None:
         """The cgroup's directory in the v2 hierarchy (``unified/`` on a hybrid host), if any."""
         base = None if leaves_root(cgroup) else v2_root(self.root)

@@ -106,15 +106,27 @@ def test_busy_ls_pod_shrinks_the_be_cpuset_and_it_grows_back(node: Node) -> None
                     return line
             return None
 
-        koordlet.wait_until(lambda: shrink_by_ls() is not None, 30, "BE shrunk by the LS load")
-        shrink = shrink_by_ls()
-        assert shrink is not None and "suppress: capacity" in shrink
+        def suppressed_by_ls() -> bool:
+            """BE at one CPU while suppress counts the burner. Other work on a busy machine (a
+            loaded CI host, a VM under emulation) may have shrunk BE to one CPU before the
+            burner started: then the LS load keeps it there and no new action is logged, so
+            the suppress computation's LS figure says why BE stays small."""
+            if shrink_by_ls() is not None:
+                return True
+            ls_used = koordlet.metric("koordlet_be_suppress_ls_used_cpu_cores")
+            return ls_used > 0.5 and len(be_cpus()) == 1
+
+        koordlet.wait_until(suppressed_by_ls, 30, "BE suppressed by the LS load")
         koordlet.wait_until(lambda: len(be_cpus()) == 1, 5, "BE cpuset at 1 CPU")
         assert len(cpu_set(node.pod_values(be_id).cpuset_cpus)) == 1
         why = explain(koordlet, node.pods[be_id].uid)
         actions = why["actions"]
         assert isinstance(actions, list) and actions[-1]["kind"] == "cpuset"
-        assert actions[-1]["reason"] in shrink
+        shrink = shrink_by_ls()
+        if shrink is not None:
+            assert "suppress: capacity" in shrink and actions[-1]["reason"] in shrink
+        else:
+            assert "-> 1 CPUs" in actions[-1]["reason"]
         print("\n" + render_explain(why))
 
         node.cri.stop_container(burner)

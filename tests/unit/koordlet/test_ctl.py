@@ -96,6 +96,32 @@ def test_render_explain_shows_values_reasons_and_strategy_statuses() -> None:
     assert "  CPUSuppress: BE gets 0-3" in lines
 
 
+def test_render_explain_lists_the_pods_nri_conflicts() -> None:
+    data = explain_data([])
+    data["conflicts"] = [
+        {
+            "ts": 1_800_000_000.0,
+            "pod_uid": "u-job",
+            "container": "main",
+            "container_id": "c1",
+            "resource": "cpuset",
+            "asked": "0-3",
+            "found": "4-7",
+            "file": "cpuset.cpus",
+        }
+    ]
+
+    lines = ctl.render_explain(data).splitlines()
+
+    header = lines.index(
+        "conflicts (another NRI plugin or the kubelet changed what koordlet asked):"
+    )
+    assert lines[header + 1].endswith(" main: cpuset asked 0-3, found 4-7 (cpuset.cpus)")
+    assert header < lines.index("why:")
+    assert not [line for line in ctl.render_explain(explain_data([])).splitlines()
+                if line.startswith("conflicts")]  # fmt: skip
+
+
 def test_render_explain_without_actions_says_so() -> None:
     text = ctl.render_explain(explain_data([]))
 

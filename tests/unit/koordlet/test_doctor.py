@@ -396,6 +396,42 @@ def test_a_running_koordlet_that_is_not_registered_fails(
     assert "containerd" in check.fix and "nri-socket" in check.fix
 
 
+def test_no_nri_conflicts_is_ok(config: DoctorConfig, status_server: tuple[str, Reply]) -> None:
+    addr, reply = status_server
+    reply.body = scrape(1)  # the counter's series are there, all 0
+
+    check = doctor.check_nri_conflicts(replace(config, addr=addr))
+
+    assert check.status is Status.OK
+    assert "no container's cgroup differed" in check.finding
+
+
+def test_nri_conflicts_warn_with_their_resources_and_a_fix(
+    config: DoctorConfig, status_server: tuple[str, Reply]
+) -> None:
+    addr, reply = status_server
+    metrics = KoordletMetrics("node-1")
+    metrics.nri_conflicts.labels("node-1", "memory_limit").inc(2)
+    metrics.nri_conflicts.labels("node-1", "cpuset").inc()
+    reply.body = generate_latest(metrics.registry)
+
+    check = doctor.check_nri_conflicts(replace(config, addr=addr))
+    text = doctor.render([check])
+
+    assert check.status is Status.WARN
+    assert "3 values koordlet asked over NRI" in check.finding
+    assert "cpuset 1, memory_limit 2" in check.finding
+    assert "koordctl explain POD" in check.fix and "one NRI plugin" in check.fix
+    assert text.splitlines()[1].startswith("      fix: koordlet's log names each container")
+
+
+def test_nri_conflicts_are_not_checked_without_a_koordlet(config: DoctorConfig) -> None:
+    check = doctor.check_nri_conflicts(config)  # nothing listens at config.addr
+
+    assert check.status is Status.OK
+    assert check.finding.startswith("not checked")
+
+
 def test_a_status_server_error_fails(
     config: DoctorConfig, status_server: tuple[str, Reply]
 ) -> None:

@@ -251,6 +251,18 @@ def test_without_a_window_every_write_reads_the_file(tmp_path: Path) -> None:
     assert ex.apply([CgroupWrite(CTR, "cpu.cfs_quota_us", 50000)])[0].status is Status.APPLIED
 
 
+def test_read_text_gives_the_files_text_on_v1_and_v2(tmp_path: Path) -> None:
+    v1 = Executor(v1_tree(tmp_path / "v1"))
+    v2 = Executor(v2_tree(tmp_path / "v2"))
+    assert v1.read_text(CTR, "cpu.cfs_quota_us") == "-1\n"
+    assert v1.read_text(CTR, "cpu.cfs_period_us") == "100000\n"
+    assert v2.read_text(CTR, "cpu.cfs_quota_us") == "max 100000\n"  # cpu.max
+    assert v2.read_text(CTR, "cpu.shares") == "100\n"  # cpu.weight
+    assert v2.read_text(CTR, "memory.limit_in_bytes") == "max\n"  # memory.max
+    assert v2.read_text(CTR, "cpu.cfs_period_us") is None  # part of cpu.max on v2
+    assert v1.read_text(f"{POD}/gone", "cpu.shares") is None
+
+
 @pytest.mark.parametrize(
     "cgroup",
     [
@@ -276,6 +288,7 @@ def test_a_runtime_path_that_leaves_the_root_is_refused_and_nothing_is_written(
     assert "leaves the root" in results[0].detail
     assert read(victim, "cpu.shares") == "2"
     assert ex.read(cgroup, "cpu.shares") is None
+    assert ex.read_text(cgroup, "cpu.shares") is None
     assert ex.subdirs(cgroup, "cpu.shares") == []
     said = [r.getMessage() for r in caplog.records if "refused cgroup path" in r.getMessage()]
     assert len(said) == 1  # once per path

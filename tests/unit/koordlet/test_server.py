@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -353,19 +354,61 @@ def test_idle_and_excess_connections_cannot_wear_the_server_down(tmp_path: Path)
     try:
         # A slowloris: connections that never send a byte. Four take the slots ...
         idle = [socket.create_connection(("127.0.0.1", srv.port), timeout=10) for _ in range(4)]
-        # ... (the server accepts in the order of connection) and every further one is closed
-        # unserved at once (recv sees the end, not a wait).
+        # ... (the server accepts in the order of connection) and each further one takes the
+        # place of the one that waited longest, which is closed unserved and counted; the last
+        # four are let go after idle_seconds (recv sees the end, not a 10 s wait).
         flood = [socket.create_connection(("127.0.0.1", srv.port), timeout=10) for _ in range(40)]
+        assert [s.recv(1) for s in idle] == [b""] * 4
         assert [s.recv(1) for s in flood] == [b""] * 40
         assert len(refused) == 40
-        # The idle ones are let go after idle_seconds ...
-        assert [s.recv(1) for s in idle] == [b""] * 4
-        # ... and a real client is served again.
+        # A real client is served.
         url = f"http://127.0.0.1:{srv.port}/healthz"
         with urllib.request.urlopen(url, timeout=5) as response:
             assert response.read() == b"ok\n"
     finally:
         for s in [*idle, *flood]:
+            s.close()
+        srv.stop()
+
+
+def test_idle_and_trickling_connections_in_every_slot_do_not_keep_a_client_out(
+    tmp_path: Path,
+) -> None:
+    refused: list[int] = []
+    srv = StatusServer(
+        "127.0.0.1",
+        0,
+        KoordletMetrics("node-1").registry,
+        explain_views(tmp_path, explained_audit()),
+        max_connections=4,
+        idle_seconds=30,  # far longer than the test: the slots would stay taken
+        on_refused=lambda: refused.append(1),
+    )
+    srv.start()
+    held: list[socket.socket] = []
+
+    def connect(request_start: bytes = b"") -> None:
+        held.append(socket.create_connection(("127.0.0.1", srv.port), timeout=10))
+        held[-1].sendall(request_start)
+        time.sleep(0.05)  # accepted in this order
+
+    try:
+        for start in (b"GET /metrics HTTP/1.1\r\nHost: x", b"GET /met", b"", b""):
+            connect(start)  # the start of a request and no more, or nothing at all
+        url = f"http://127.0.0.1:{srv.port}/healthz"
+        for _ in range(3):  # a probe, served at once; then the slots are full again
+            with urllib.request.urlopen(url, timeout=5) as response:
+                assert response.read() == b"ok\n"
+            connect()
+        # the three that waited longest made room, the others still hold their slots
+        assert [s.recv(1) for s in held[:3]] == [b""] * 3
+        for s in held[3:]:
+            s.settimeout(0.1)
+            with pytest.raises(TimeoutError):
+                s.recv(1)
+        assert len(refused) == 3
+    finally:
+        for s in held:
             s.close()
         srv.stop()
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from nri_plugin import status, ttrpc
 from nri_plugin.api import ttrpc_pb2
-from nri_plugin.errors import ConnectionClosed, DeadlineExceeded, RpcError
+from nri_plugin.errors import ConnectionClosed, DeadlineExceeded, ProtocolError, RpcError
 
 
 async def pair(
@@ -133,3 +134,39 @@ def test_error_status_reaches_the_caller_and_payload_is_dropped() -> None:
         await server.close()
 
     asyncio.run(scenario())
+
+
+def test_a_flood_is_refused_after_decoding_a_few_hundred_of_its_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What a 16 MiB frame of empty requests does, smaller: decoding all 1.68 million of them
+    # before counting stalled the loop for seconds and left hundreds of MiB of RSS behind.
+    decoded: list[ttrpc.Message] = []
+    message = ttrpc.Message
+
+    def counted(*args: Any, **kwargs: Any) -> ttrpc.Message:
+        decoded.append(message(*args, **kwargs))
+        return decoded[-1]
+
+    flood = b"".join(
+        ttrpc.encode_message(sid, ttrpc.TYPE_REQUEST, b"") for sid in range(1, 200_000, 2)
+    )
+    monkeypatch.setattr(ttrpc, "Message", counted)
+
+    async def scenario() -> None:
+        server = ttrpc.Server({}, lambda data: None)
+        with pytest.raises(ProtocolError, match="requests at once"):
+            server.feed(flood)
+        await server.close()
+
+    asyncio.run(scenario())
+    assert len(decoded) == ttrpc.MAX_REQUESTS_IN_FLIGHT + 1
+
+
+def test_the_decoder_keeps_messages_past_its_limit_for_the_next_call() -> None:
+    data = b"".join(ttrpc.encode_message(sid, ttrpc.TYPE_REQUEST, b"x") for sid in (1, 3, 5))
+    decoder = ttrpc.MessageDecoder()
+
+    assert [m.stream_id for m in decoder.feed(data, limit=2)] == [1, 3]
+    assert [m.stream_id for m in decoder.feed(b"")] == [5]
+    assert decoder.pending == 0
