@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from koordapi import keys
-from manager.noderesource.amounts import milli
+from koordapi import pod as pod_model
+from koordapi.quantity import milli_value
 from scheduler import loadaware
 from scheduler.extender import (
     BindPlan,
@@ -202,7 +203,7 @@ def generate_pods(count: int, seed: int) -> list[dict[str, Any]]:
             labels[keys.LABEL_QOS_CLASS] = "LS"
             cpu = rng.choice(("100m", "250m", "500m", "1", "2"))
             requests = {"cpu": cpu, "memory": f"{rng.choice((512, 1024, 2048, 4096))}Mi"}
-            limits = {"cpu": str(2 * milli(cpu) // 1000 or 1), "memory": "8Gi"}
+            limits = {"cpu": str(2 * milli_value(cpu) // 1000 or 1), "memory": "8Gi"}
         elif kind < 0.95:
             labels[keys.LABEL_QOS_CLASS] = "LS"
         else:
@@ -280,7 +281,9 @@ FIT_RESOURCES = ("cpu", "memory", keys.BATCH_CPU, keys.BATCH_MEMORY)
 
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
     spec = pod.get("spec") or {}
-    amounts = {name: loadaware.pod_amounts(spec, name)[0] for name in FIT_RESOURCES}
+    cpu, memory = pod_model.pod_requests(spec)
+    batch_cpu, batch_memory = pod_model.pod_requests(spec, (keys.BATCH_CPU, keys.BATCH_MEMORY))
+    amounts = dict(zip(FIT_RESOURCES, (cpu, memory, batch_cpu, batch_memory), strict=True))
     return {name: amount for name, amount in amounts.items() if amount}
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -20,7 +19,7 @@ from typing import Any
 from koordapi import keys
 from koordapi.cpuset import parse_cpuset
 from koordapi.errors import AnnotationError, ModelError
-from koordapi.quantity import parse_quantity
+from koordapi.quantity import milli_value, parse_quantity
 
 MAX_ANNOTATION_BYTES = 256 * 1024  # Kubernetes' limit for all annotations of an object
 
@@ -385,7 +384,7 @@ class NodeReservation:
         if self.reserved_cpus:
             return len(parse_cpuset(self.reserved_cpus)) * 1000  # validated by the parser
         cpu = self.resources.get("cpu")
-        return math.ceil(cpu * 1000) if cpu is not None else 0
+        return milli_value(cpu) if cpu is not None else 0
 
 
 @functools.lru_cache(maxsize=1024)

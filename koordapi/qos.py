@@ -8,6 +8,7 @@ parent) then decides where Koordinator needs a class.
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 
@@ -78,15 +79,22 @@ NONE_PRIORITY = PriorityClass("", 0, -1, 0)
 PRIORITY_CLASSES = (PROD, MID, BATCH, FREE)
 
 
-def priority_class_of(priority: int | None, label: str | None = None) -> PriorityClass:
-    """The priority class by ``spec.priority``, else by the priority-class label."""
+_CLASS_BY_NAME = {pc.name: pc for pc in PRIORITY_CLASSES}
+
+
+def priority_class_by_name(name: str | None) -> PriorityClass:
+    """Koordinator's GetPodPriorityClassByName: the class ``name`` names; NONE for any other
+    name (the empty one too)."""
+    return _CLASS_BY_NAME.get(name, NONE_PRIORITY) if name else NONE_PRIORITY
+
+
+@functools.lru_cache(maxsize=256)
+def priority_class_by_value(priority: int | None) -> PriorityClass:
+    """The class whose range holds ``priority`` (Koordinator's getPriorityClassByPriority);
+    NONE outside every range or for no priority."""
     if priority is not None:
         for pc in PRIORITY_CLASSES:
             if pc.contains(priority):
-                return pc
-    if label:
-        for pc in PRIORITY_CLASSES:
-            if pc.name == label:
                 return pc
     return NONE_PRIORITY
 
@@ -100,11 +108,12 @@ def default_priority_class_for_qos(qos: QoSClass) -> PriorityClass:
 
 
 def raw_priority_class(label: str | None, priority: int | None) -> PriorityClass:
-    """Koordinator's GetPodPriorityClassRaw: the priority-class label when the pod has one (an
-    unknown name is no class), else the class ``spec.priority`` falls in."""
+    """Koordinator's GetPodPriorityClassRaw: the priority-class label when the pod has one,
+    whatever ``spec.priority`` says (an unknown name is no class, with no fallback), else the
+    class ``spec.priority`` falls in. ``label`` is None when the pod has no such label."""
     if label is not None:
-        return next((pc for pc in PRIORITY_CLASSES if pc.name == label), NONE_PRIORITY)
-    return priority_class_of(priority)
+        return _CLASS_BY_NAME.get(label, NONE_PRIORITY)
+    return priority_class_by_value(priority)
 
 
 def priority_class_with_default(

@@ -1,4 +1,6 @@
-"""Kubernetes resource quantities ("500m", "2Gi", "1.5", "1e3") parsed into exact decimals."""
+"""Kubernetes resource quantities ("500m", "2Gi", "1.5", "1e3"): parsed into exact decimals,
+converted to the integers every component counts in (milli-cores, bytes: ``milli_value``,
+``value``, rounded up as Kubernetes' MilliValue and Value are), and formatted back."""
 
 from __future__ import annotations
 
@@ -51,14 +53,69 @@ def parse_quantity(value: str | int | float) -> Decimal:
     return number * _SUFFIXES[match.group(2)]
 
 
-def value(quantity: str | int | float) -> int:
-    """The quantity rounded up to an integer (Kubernetes ``Quantity.Value``)."""
-    return math.ceil(parse_quantity(quantity))
+# -- integers: Kubernetes' Value and MilliValue --------------------------------------------
+
+Pair = tuple[int, int]
+"""Two amounts as integers, most often a pod's or a node's (milli-cores, bytes)."""
+
+# the whole-number suffixes, for the integer fast path
+_MULTIPLIERS = {suffix: int(factor) for suffix, factor in _SUFFIXES.items() if factor > 1}
 
 
-def milli_value(quantity: str | int | float) -> int:
-    """The quantity in thousandths, rounded up (Kubernetes ``Quantity.MilliValue``)."""
-    return math.ceil(parse_quantity(quantity) * 1000)
+def _scaled(quantity: object, scale: int) -> int:
+    """ceil(quantity * scale); scale is 1 (Value) or 1000 (MilliValue). The forms that come
+    up most (plain digits, one suffix: "3250m", "12Gi", "123456789") are converted with integer
+    arithmetic, the rest by the exact parser."""
+    if type(quantity) is str:
+        if quantity.isascii():
+            if quantity.isdigit():
+                return int(quantity) * scale
+            last = quantity[-1:]
+            if last == "m":
+                digits = quantity[:-1]
+                if digits.isdigit():
+                    return -(-int(digits) * scale // 1000)
+            else:
+                cut = 2 if last == "i" else 1
+                multiplier = _MULTIPLIERS.get(quantity[-cut:])
+                digits = quantity[:-cut]
+                if multiplier is not None and digits.isdigit():
+                    return int(digits) * multiplier * scale
+        return math.ceil(parse_quantity(quantity) * scale)
+    if type(quantity) is int:
+        return quantity * scale
+    if isinstance(quantity, Decimal) and quantity.is_finite():
+        return math.ceil(quantity * scale)
+    if isinstance(quantity, int | float | str):
+        return math.ceil(parse_quantity(quantity) * scale)
+    raise QuantityError(f"not a quantity: {quantity!r}")
+
+
+def milli_value(quantity: object) -> int:
+    """The quantity in thousandths, rounded up (Kubernetes ``Quantity.MilliValue``): text, a
+    JSON number or a Decimal; raises QuantityError for anything else or malformed text."""
+    # the two forms CPU comes in most, checked before any other work
+    if type(quantity) is str and quantity.isascii():
+        if quantity.isdigit():
+            return int(quantity) * 1000
+        if quantity[-1:] == "m" and quantity[:-1].isdigit():
+            return int(quantity[:-1])
+    return _scaled(quantity, 1000)
+
+
+def value(quantity: object) -> int:
+    """The quantity rounded up to a whole number (Kubernetes ``Quantity.Value``); raises
+    QuantityError like ``milli_value``."""
+    if type(quantity) is str and quantity.isascii() and quantity.isdigit():
+        return int(quantity)  # the form memory is reported in
+    return _scaled(quantity, 1)
+
+
+def resource_value(name: str, quantity: object) -> int:
+    """A resource amount as the scheduler counts it: ``cpu`` in milli-cores (MilliValue),
+    every other resource in whole units (Value; batch-cpu and mid-cpu already count
+    milli-cores, memory counts bytes)."""
+    return milli_value(quantity) if name == "cpu" else value(quantity)
 
 
 # -- formatting ------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The NodeMetric report: Koordinator's NodeMetric ``status``, built from the metric cache.
+"""The NodeMetric report: Koordinator's NodeMetric ``status``, built from the metric cache
+(the format itself, which the manager and the scheduler read, is koordapi.nodemetric).
 
 Same shape as the custom resource (``nodeMetric.nodeUsage``, ``systemUsage``,
 ``aggregatedNodeUsages`` per duration, ``podsMetric``, ...), so the manager and ``koordctl`` read
@@ -15,30 +16,14 @@ from typing import Any
 
 from koordapi import keys
 from koordapi.duration import format_go_duration
-from koordapi.qos import default_priority_class_for_qos, priority_class_of
+from koordapi.nodemetric import resource_map
+from koordapi.qos import priority_class_with_default
 from koordlet.metriccache import MetricCache
 from koordlet.states.pods import KnownPod
 
 DEFAULT_AGGREGATE_SECONDS = 300
 DEFAULT_DURATIONS = (300, 600, 1800)
 AGGREGATIONS = ("avg", "p50", "p90", "p95", "p99")
-
-
-def cpu_quantity(cores: float) -> str:
-    return f"{max(0, round(cores * 1000))}m"
-
-
-def memory_quantity(bytes_: float) -> str:
-    return str(max(0, int(bytes_)))
-
-
-def resource_map(cpu: float | None, memory: float | None) -> dict[str, Any]:
-    resources = {}
-    if cpu is not None:
-        resources["cpu"] = cpu_quantity(cpu)
-    if memory is not None:
-        resources["memory"] = memory_quantity(memory)
-    return {"resources": resources}
 
 
 def _usage(
@@ -93,10 +78,11 @@ def build_status(
                 "namespace": request.namespace,
                 "name": request.name,
                 "podUsage": usage,
-                "priority": priority_class_of(
-                    None, request.labels.get(keys.LABEL_PRIORITY_CLASS)
-                ).name
-                or default_priority_class_for_qos(request.qos).name,
+                # the label's class, else the QoS label's default; not spec.priority or the
+                # Kubernetes QoS, unlike Koordinator's GetPodPriorityClassWithDefault
+                "priority": priority_class_with_default(
+                    request.labels.get(keys.LABEL_PRIORITY_CLASS), None, request.qos
+                ).name,
                 "qos": request.qos.value,
             }
         )

@@ -27,9 +27,8 @@ from typing import Any
 from koordapi import annotation, keys, qos
 from koordapi.cpuset import format_cpuset
 from koordapi.errors import AnnotationError
-from manager.noderesource.pods import pod_priority
+from koordapi.pod import pod_requests, priority_class_with_default, qos_class_raw
 from scheduler.cputopology import CPUTopology, NodeCPUs
-from scheduler.loadaware import pod_amounts
 
 REASON_INVALID_REQUESTED_CPUS = "the requested CPUs must be integer"
 REASON_INVALID_CPU_TOPOLOGY = "node(s) invalid CPU Topology"
@@ -86,8 +85,8 @@ def cpu_bind_request(pod: Mapping[str, Any], args: CPUBindArgs) -> CPUBindReques
     (a fractional CPU request). Raises AnnotationError for a resource-spec that does not
     parse, and ModelError (or TypeError, AttributeError) for unreadable requests."""
     metadata = pod.get("metadata") or _EMPTY
-    qos_class = (metadata.get("labels") or _EMPTY).get(keys.LABEL_QOS_CLASS)
-    if qos_class not in (qos.QoSClass.LSE, qos.QoSClass.LSR) or pod_priority(pod) != qos.PROD.name:
+    pinned = qos_class_raw(pod) in (qos.QoSClass.LSE, qos.QoSClass.LSR)
+    if not pinned or priority_class_with_default(pod) is not qos.PROD:
         return None
     spec = _resource_spec(metadata)
     preferred = spec.get("preferredCPUBindPolicy") or CPUBindPolicy.DEFAULT
@@ -99,7 +98,7 @@ def cpu_bind_request(pod: Mapping[str, Any], args: CPUBindArgs) -> CPUBindReques
     policy = required or preferred
     if policy not in _BINDING:  # ConstrainedBurst, or a name Koordinator does not know
         return None
-    milli_cpus, _ = pod_amounts(pod.get("spec") or _EMPTY, "cpu")
+    milli_cpus, _ = pod_requests(pod.get("spec") or _EMPTY)
     if milli_cpus % 1000:
         return REASON_INVALID_REQUESTED_CPUS
     if not milli_cpus:

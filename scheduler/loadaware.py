@@ -24,9 +24,10 @@ from typing import Any
 
 from koordapi import keys, qos
 from koordapi.errors import ModelError
-from manager.noderesource.amounts import Pair, milli, units
-from manager.noderesource.nodemetric import MetricError, read_node_metric
-from manager.noderesource.pods import pod_priority
+from koordapi.nodemetric import MetricError, read_node_metric
+from koordapi.pod import pod_limits, pod_requests, priority_class_with_default
+from koordapi.quantity import Pair, milli_value, resource_value
+from koordapi.quantity import value as quantity_value
 
 REASON_NODE_METRIC_EXPIRED = "node(s) nodeMetric expired"
 REASON_CPU_USAGE = "node(s) cpu usage exceed threshold"
@@ -151,54 +152,6 @@ def _go_round(value: float) -> int:
     return whole + 1 if value - whole >= 0.5 else whole
 
 
-def _amount(name: str, quantity: Any) -> int:
-    # cpu counts in milli-cores (MilliValue); batch-cpu and mid-cpu already are milli-cores
-    return milli(quantity) if name == "cpu" else units(quantity)
-
-
-def pod_amounts(spec: Mapping[str, Any], name: str) -> tuple[int, int]:
-    """(request, limit) of one resource for the whole pod, as Kubernetes' PodRequests and
-    PodLimits add them up: containers, sidecars, the largest init step, pod-level resources,
-    overhead. A container request absent but limited is the limit (the API server's default).
-    Raises ModelError, TypeError or AttributeError for a malformed pod."""
-    request = limit = 0
-    for container in spec.get("containers") or ():
-        resources = container.get("resources") or _EMPTY
-        lim = (resources.get("limits") or _EMPTY).get(name)
-        req = (resources.get("requests") or _EMPTY).get(name, lim)
-        if req is not None:
-            request += _amount(name, req)
-        if lim is not None:
-            limit += _amount(name, lim)
-    init_containers = spec.get("initContainers")
-    if init_containers:
-        sidecar_req = sidecar_lim = step_req = step_lim = 0
-        for container in init_containers:
-            r, lm = pod_amounts({"containers": [container]}, name)
-            if container.get("restartPolicy") == "Always":  # a sidecar runs beside the app
-                request, limit = request + r, limit + lm
-                sidecar_req, sidecar_lim = sidecar_req + r, sidecar_lim + lm
-                r, lm = sidecar_req, sidecar_lim
-            else:
-                r, lm = r + sidecar_req, lm + sidecar_lim
-            step_req, step_lim = max(step_req, r), max(step_lim, lm)
-        request, limit = max(request, step_req), max(limit, step_lim)
-    pod_level = spec.get("resources") or _EMPTY
-    if name in (pod_level.get("requests") or _EMPTY):
-        request = _amount(name, pod_level["requests"][name])
-    if name in (pod_level.get("limits") or _EMPTY):
-        limit = _amount(name, pod_level["limits"][name])
-    overhead = spec.get("overhead") or _EMPTY
-    if name in overhead:
-        extra = _amount(name, overhead[name])
-        request += extra
-        if limit:  # Kubernetes adds overhead only to a limit that is set
-            limit += extra
-    if request < 0 or limit < 0:
-        raise ModelError(f"negative {name}")
-    return request, limit
-
-
 def _estimate(name: str, request: int, limit: int, factor: int) -> int:
     quantity = limit if limit > request else request
     if quantity == 0:
@@ -212,13 +165,15 @@ def estimate_pod(pod: Mapping[str, Any], args: LoadAwareArgs) -> Pair:
     factor, capped at the limit; 250m / 200 MiB for a pod that asks for neither. Batch and mid
     pods are read in their batch-*/mid-* resources. Raises PodReadError."""
     try:
-        names = _CHARGED_AS.get(pod_priority(pod), _DEFAULT_RESOURCES)
+        names = _CHARGED_AS.get(priority_class_with_default(pod).name, _DEFAULT_RESOURCES)
         if names is None:
             return 0, 0
         spec = pod.get("spec") or _EMPTY
         cpu_name, memory_name = names
-        cpu = _estimate(cpu_name, *pod_amounts(spec, cpu_name), args.cpu_scaling_factor)
-        memory = _estimate(memory_name, *pod_amounts(spec, memory_name), args.memory_scaling_factor)
+        cpu_request, memory_request = pod_requests(spec, names)
+        cpu_limit, memory_limit = pod_limits(spec, names)
+        cpu = _estimate(cpu_name, cpu_request, cpu_limit, args.cpu_scaling_factor)
+        memory = _estimate(memory_name, memory_request, memory_limit, args.memory_scaling_factor)
     except _READ_ERRORS as err:
         raise PodReadError(f"pod {pod_key(pod)}: unreadable resources ({err})") from None
     return cpu, memory
@@ -262,9 +217,9 @@ def digest_node_metric(node_metric: Mapping[str, Any]) -> MetricDigest:
     try:
         usage = ((node_part or _EMPTY).get("nodeUsage") or _EMPTY).get("resources") or _EMPTY
         if "cpu" in usage:
-            cpu = milli(usage["cpu"])
+            cpu = milli_value(usage["cpu"])
         if "memory" in usage:
-            memory = units(usage["memory"])
+            memory = quantity_value(usage["memory"])
         if cpu < 0 or memory < 0:
             raise ModelError(f"negative usage (cpu {cpu}, memory {memory})")
         policy = (node_metric.get("spec") or _EMPTY).get("metricCollectPolicy") or _EMPTY
@@ -302,7 +257,7 @@ def node_allocatable(node: Mapping[str, Any]) -> Pair:
     result = []
     for name in _DEFAULT_RESOURCES:
         try:
-            amount = _amount(name, allocatable[name]) if name in allocatable else 0
+            amount = resource_value(name, allocatable[name]) if name in allocatable else 0
         except _READ_ERRORS:
             amount = 0
         result.append(max(0, amount))

@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import ssl
 import urllib.error
 import urllib.request
@@ -44,9 +43,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from koordapi.errors import ModelError, QuantityError
+from koordapi import pod as pod_model
+from koordapi.errors import QuantityError
 from koordapi.qos import KubeQoS
-from koordapi.quantity import parse_quantity
+from koordapi.quantity import milli_value, value
 from koordlet.states.pods import (
     KUBE_QOS_DIRS_CGROUPFS,
     KUBE_QOS_DIRS_SYSTEMD,
@@ -55,7 +55,6 @@ from koordlet.states.pods import (
     PodStore,
 )
 from manager.kube.client import SERVICE_ACCOUNT_DIR
-from manager.noderesource.pods import pod_request as effective_request
 from runtimehooks.request import ContainerRequest, ContainerResources, PodRequest, PodSpecFacts
 
 log = logging.getLogger(__name__)
@@ -74,6 +73,7 @@ MIN_SHARES, MAX_SHARES, MIN_QUOTA = 2, 262_144, 1000
 _SCOPE_PREFIX = {"containerd": "cri-containerd", "docker": "docker", "cri-o": "crio"}
 
 Object = dict[str, Any]
+_UNREADABLE = (ValueError, TypeError, AttributeError)  # a pod the API server would refuse
 
 
 class KubeletError(Exception):
@@ -193,41 +193,18 @@ class KubeletClient:
 # ----- the kubelet's pods as PodStore entries
 
 
-def _milli(value: Any) -> int | None:
+def _milli(quantity: Any) -> int | None:
     try:
-        return math.ceil(parse_quantity(value) * 1000)
-    except (QuantityError, TypeError):
+        return milli_value(quantity)
+    except QuantityError:
         return None
 
 
-def _bytes(value: Any) -> int | None:
+def _bytes(quantity: Any) -> int | None:
     try:
-        return math.ceil(parse_quantity(value))
-    except (QuantityError, TypeError):
+        return value(quantity)
+    except QuantityError:
         return None
-
-
-def kube_qos(pod: Mapping[str, Any]) -> KubeQoS:
-    """``status.qosClass``, else Kubernetes' rule from the containers' requests and limits."""
-    named = (pod.get("status") or {}).get("qosClass")
-    for qos in KubeQoS:
-        if named == qos.value:
-            return qos
-    containers = (pod.get("spec") or {}).get("containers") or []
-    requests_or_limits = False
-    guaranteed = bool(containers)
-    for c in containers:
-        res = c.get("resources") or {}
-        requests, limits = res.get("requests") or {}, res.get("limits") or {}
-        if requests or limits:
-            requests_or_limits = True
-        for name in ("cpu", "memory"):
-            limit = limits.get(name)
-            if limit is None or requests.get(name, limit) != limit:
-                guaranteed = False
-    if not requests_or_limits:
-        return KubeQoS.BESTEFFORT
-    return KubeQoS.GUARANTEED if guaranteed else KubeQoS.BURSTABLE
 
 
 def pod_cgroup_dir(uid: str, qos: KubeQoS, *, systemd: bool) -> str:
@@ -299,35 +276,40 @@ def kubelet_containers(
 
 
 def spec_facts(pod: Mapping[str, Any]) -> PodSpecFacts:
-    """spec.priority and memory requests (a request the API server would have defaulted from
-    the limit is the limit; the pod's by Kubernetes' rule, with init containers and pod-level
-    resources); a request that does not parse counts 0."""
+    """spec.priority and memory requests by Kubernetes' rule (koordapi.pod: a request the API
+    server would have defaulted from the limit is the limit; the pod's with init containers
+    and pod-level resources); a request that does not parse counts 0."""
     spec = pod.get("spec") or {}
-    priority = spec.get("priority")
     containers: dict[str, int] = {}
     for c in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
         if not isinstance(c, dict) or not c.get("name"):
             continue
-        res = c.get("resources") or {}
-        requested = (res.get("requests") or {}).get("memory")
-        if requested is None:
-            requested = (res.get("limits") or {}).get("memory")
-        containers[str(c["name"])] = max(0, _bytes(requested) or 0)
+        try:
+            containers[str(c["name"])] = pod_model.container_request(c, "memory")
+        except _UNREADABLE:
+            containers[str(c["name"])] = 0
     try:
-        memory = effective_request(spec)[1]
-    except (ModelError, TypeError, AttributeError, ValueError):
+        _, memory = pod_model.pod_requests(spec)
+    except _UNREADABLE:
         memory = 0
     return PodSpecFacts(
-        priority=priority if type(priority) is int else None,
+        priority=pod_model.spec_priority(pod),
         memory_request=memory,
         container_memory_requests=containers,
     )
 
 
 def kubelet_pod(pod: Mapping[str, Any], *, systemd: bool) -> KnownPod | None:
+    """The pod as a PodStore entry; None without a uid, or when its resources do not parse
+    and it has no ``status.qosClass`` (its cgroup directory is then unknown)."""
     meta = pod.get("metadata") or {}
     uid = meta.get("uid")
     if not uid:
+        return None
+    try:
+        kube_qos = pod_model.kube_qos(pod)
+    except _UNREADABLE as err:
+        log.debug("kubelet pod %s: no QoS class (%s)", uid, err)
         return None
     request = PodRequest(
         uid=str(uid),
@@ -335,7 +317,7 @@ def kubelet_pod(pod: Mapping[str, Any], *, systemd: bool) -> KnownPod | None:
         namespace=str(meta.get("namespace") or ""),
         labels=dict(meta.get("labels") or {}),
         annotations=dict(meta.get("annotations") or {}),
-        cgroup_dir=pod_cgroup_dir(str(uid), kube_qos(pod), systemd=systemd),
+        cgroup_dir=pod_cgroup_dir(str(uid), kube_qos, systemd=systemd),
         runtime_handler=str((pod.get("spec") or {}).get("runtimeClassName") or ""),
         spec=spec_facts(pod),
     )

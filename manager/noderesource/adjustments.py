@@ -16,8 +16,7 @@ from typing import Any
 from koordapi import keys
 from koordapi.annotation import load_json, parse_cpu_normalization_ratio
 from koordapi.errors import ModelError
-from koordapi.quantity import format_binary
-from manager.noderesource.amounts import units
+from koordapi.quantity import format_binary, value
 from manager.noderesource.pods import PRIORITY_BATCH
 
 ANNOTATION_THIRD_PARTY_ALLOCATIONS = "node.koordinator.sh/thirdPartyAllocations"
@@ -65,8 +64,8 @@ def third_party_batch(annotations: Mapping[str, str]) -> tuple[int, int] | None:
         if not isinstance(resources, Mapping):
             raise ModelError(f"{key}: allocations[{i}].resources must be an object")
         try:
-            c = units(resources.get(keys.BATCH_CPU, 0))
-            m = units(resources.get(keys.BATCH_MEMORY, 0))
+            c = value(resources.get(keys.BATCH_CPU, 0))
+            m = value(resources.get(keys.BATCH_MEMORY, 0))
         except ModelError as err:
             raise ModelError(f"{key}: allocations[{i}]: {err}") from None
         if c < 0 or m < 0:

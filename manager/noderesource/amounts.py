@@ -1,82 +1,18 @@
-"""Quantities as the integers the formulas work in, and back to text for explanations.
+"""The integers the formulas work in, back to text for explanations, and the arithmetic on
+them that must match Koordinator's.
 
-CPU is counted in milli-cores and memory in bytes, both rounded up as Kubernetes'
-``MilliValue``/``Value`` do. The reconciler reads a few hundred quantities per node, most of
-them plain digits or one suffix ("3250m", "12Gi", "123456789"), so those forms are converted
-with integer arithmetic and only the rest go through the exact Decimal parser.
+CPU is counted in milli-cores and memory in bytes, converted from quantities by
+koordapi.quantity (``milli_value``, ``value``: rounded up as Kubernetes' MilliValue/Value).
 """
 
 from __future__ import annotations
 
-import math
 from decimal import Decimal
 from typing import NamedTuple
 
-from koordapi.errors import QuantityError
-from koordapi.quantity import format_binary, parse_quantity
+from koordapi.quantity import Pair, format_binary
 
-Pair = tuple[int, int]  # (milli-cores, bytes)
 ZERO: Pair = (0, 0)
-
-_MULTIPLIERS = {
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "Ki": 1 << 10,
-    "Mi": 1 << 20,
-    "Gi": 1 << 30,
-    "Ti": 1 << 40,
-    "Pi": 1 << 50,
-    "Ei": 1 << 60,
-}
-
-
-def _scaled(quantity: object, scale: int) -> int:
-    """ceil(quantity * scale); scale is 1 (Value) or 1000 (MilliValue)."""
-    if type(quantity) is str:
-        if quantity.isascii():
-            if quantity.isdigit():
-                return int(quantity) * scale
-            last = quantity[-1:]
-            if last == "m":
-                digits = quantity[:-1]
-                if digits.isdigit():
-                    return -(-int(digits) * scale // 1000)
-            else:
-                cut = 2 if last == "i" else 1
-                multiplier = _MULTIPLIERS.get(quantity[-cut:])
-                digits = quantity[:-cut]
-                if multiplier is not None and digits.isdigit():
-                    return int(digits) * multiplier * scale
-        return math.ceil(parse_quantity(quantity) * scale)
-    if type(quantity) is int:
-        return quantity * scale
-    if isinstance(quantity, Decimal) and quantity.is_finite():
-        return math.ceil(quantity * scale)
-    if isinstance(quantity, int | float | str):
-        return math.ceil(parse_quantity(quantity) * scale)
-    raise QuantityError(f"not a quantity: {quantity!r}")
-
-
-def milli(quantity: object) -> int:
-    """The quantity in thousandths, rounded up; raises QuantityError when malformed."""
-    # the two forms koordlet reports CPU in, checked before any other work
-    if type(quantity) is str and quantity.isascii():
-        if quantity.isdigit():
-            return int(quantity) * 1000
-        if quantity[-1:] == "m" and quantity[:-1].isdigit():
-            return int(quantity[:-1])
-    return _scaled(quantity, 1000)
-
-
-def units(quantity: object) -> int:
-    """The quantity rounded up to a whole number; raises QuantityError when malformed."""
-    if type(quantity) is str and quantity.isascii() and quantity.isdigit():
-        return int(quantity)  # the form koordlet reports memory in
-    return _scaled(quantity, 1)
 
 
 def cores(milli_cores: int) -> str:

@@ -35,10 +35,11 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from koordapi import qos
+from koordapi.nodemetric import MetricView, host_apps_above
+from koordapi.quantity import Pair
 from manager.colocation import POLICY_MAX_USAGE_REQUEST, POLICY_REQUEST, ColocationStrategy
-from manager.noderesource.amounts import Amount, Pair, cores, percent_of, size
+from manager.noderesource.amounts import Amount, cores, percent_of, size
 from manager.noderesource.node import NodeView
-from manager.noderesource.nodemetric import MetricView, host_apps_above
 from manager.noderesource.pods import PRIORITY_BATCH, PRIORITY_FREE, PodView
 
 _LOW_PRIORITIES = (PRIORITY_BATCH, PRIORITY_FREE)

@@ -30,6 +30,7 @@ from typing import Any
 
 from koordapi import keys
 from koordapi.errors import ModelError
+from koordapi.nodemetric import MetricError, MetricView, read_node_metric
 from koordapi.quantity import format_binary
 from manager.colocation import ColocationStrategy
 from manager.noderesource.adjustments import (
@@ -43,7 +44,6 @@ from manager.noderesource.amounts import Amount
 from manager.noderesource.batch import batch_amounts
 from manager.noderesource.mid import mid_amounts
 from manager.noderesource.node import NodeError, read_node
-from manager.noderesource.nodemetric import MetricError, MetricView, read_node_metric
 from manager.noderesource.pods import PodMemo, read_pods
 
 BATCH_RESOURCES = (keys.BATCH_CPU, keys.BATCH_MEMORY)

@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from koordapi import qos
+from koordapi.nodemetric import MetricView, host_apps_above
+from koordapi.quantity import Pair
 from manager.colocation import MID_RECLAIM_MODE_STATIC, ColocationStrategy
-from manager.noderesource.amounts import Amount, Pair, cores, percent_of, size
+from manager.noderesource.amounts import Amount, cores, percent_of, size
 from manager.noderesource.node import NodeView
-from manager.noderesource.nodemetric import MetricView, host_apps_above
 from manager.noderesource.pods import PRIORITY_BATCH, PRIORITY_FREE, PRIORITY_MID, PodView
 
 _NOT_PROD = (PRIORITY_MID, PRIORITY_BATCH, PRIORITY_FREE)

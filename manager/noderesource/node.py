@@ -12,7 +12,8 @@ from typing import Any
 from koordapi import keys
 from koordapi.annotation import parse_node_reservation
 from koordapi.errors import ModelError
-from manager.noderesource.amounts import ZERO, Pair, milli, units
+from koordapi.quantity import Pair, milli_value, value
+from manager.noderesource.amounts import ZERO
 
 
 class NodeError(ValueError):
@@ -31,7 +32,7 @@ class NodeView:
 
 def _pair(resources: Mapping[str, Any], where: str) -> Pair:
     try:
-        return milli(resources["cpu"]), units(resources["memory"])
+        return milli_value(resources["cpu"]), value(resources["memory"])
     except KeyError as err:
         raise NodeError(f"{where}.{err.args[0]} is missing") from None
     except ModelError as err:
@@ -64,5 +65,5 @@ def _annotation_reserved(annotations: Mapping[str, str], notes: list[str]) -> Pa
         notes.append(f"ignored {err}")
         return ZERO
     resources = reservation.resources
-    memory = units(resources["memory"]) if "memory" in resources else 0
+    memory = value(resources["memory"]) if "memory" in resources else 0
     return reservation.cpu_milli, memory

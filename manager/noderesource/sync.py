@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from koordapi.errors import ModelError
+from koordapi.quantity import milli_value
 from manager.colocation import ColocationStrategy
-from manager.noderesource.amounts import milli
 from manager.noderesource.calculator import NodeResourceResult
 
 
@@ -45,7 +45,7 @@ def need_sync(
             if old is None or outcome.value is None:
                 continue
             try:
-                old_milli = milli(old)
+                old_milli = milli_value(old)
             except ModelError:
                 return True, f"status.{section}[{name}] {old!r} is not a quantity"
             # compared in thousandths, as Koordinator's IsQuantityDiff

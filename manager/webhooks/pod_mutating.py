@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from koordapi import keys, qos
+from koordapi.quantity import milli_value
 from manager.errors import ConfigError
 from manager.webhooks import pods
 from manager.webhooks.admission import (
@@ -78,7 +79,7 @@ def _rename(resource_list: dict[str, Any], names: Mapping[str, str], where: str)
             continue
         value = resource_list.pop(base)
         if base == "cpu":  # batch-cpu and mid-cpu count milli-cores, as an integer
-            value = str(pods.milli(pods.quantity(value, f"{where}.cpu")))
+            value = str(milli_value(pods.quantity(value, f"{where}.cpu")))
         resource_list[extended] = value
 
 

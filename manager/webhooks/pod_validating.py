@@ -6,18 +6,18 @@ Rules, each denial naming the field (and containers) at fault:
   immutable;
 * BE may not run as koord-prod or without a priority class, LSR only as koord-prod (priority
   class taken raw: the priority-class label, else the ``spec.priority`` range);
-* LSR and LSE pods must request a non-zero integer number of CPUs (pod total, as upstream:
-  their CPUs are allocated per pod).
+* LSR and LSE pods must request a non-zero integer number of CPUs (pod total by Kubernetes'
+  PodRequests, pod-level resources included, as upstream: their CPUs are allocated per pod).
 Pure: one AdmissionRequest in, one AdmissionResponse out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any
 
 from koordapi import keys, qos
+from koordapi import pod as pod_model
 from manager.webhooks import pods
 from manager.webhooks.admission import (
     AdmissionRequest,
@@ -87,12 +87,12 @@ def _users(pod: Mapping[str, Any], names: tuple[str, ...]) -> list[str]:
     return [
         where
         for where, container in pods.containers(pod)
-        if any(pods.container_request(container, where, n) > 0 for n in names)
+        if any(pod_model.container_request(container, n) > 0 for n in names)
     ]
 
 
 def batch_needs_be(pod: Mapping[str, Any]) -> list[str]:
-    if all(pods.pod_request(pod, name) == 0 for name in BATCH_RESOURCES):
+    if pod_model.pod_requests(pods.spec(pod), BATCH_RESOURCES) == (0, 0):
         return []
     klass = pods.qos_raw(pod)
     if klass is qos.QoSClass.BE:
@@ -117,28 +117,24 @@ def forbidden_combination(pod: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _millis(amount: Decimal) -> str:
-    return f"{pods.milli(amount)}m"
-
-
 def pinned_cpus(pod: Mapping[str, Any]) -> list[str]:
     klass = pods.qos_raw(pod)
     if klass not in PINNED:
         return []
-    total = pods.pod_request(pod, "cpu")
+    total, _ = pod_model.pod_requests(pods.spec(pod))
     if total == 0:
         return [
             f"spec.containers[*].resources.requests.cpu: a {klass} pod must request CPUs "
             "(its CPUs are pinned), none requested"
         ]
-    if total % 1 == 0:
+    if total % 1000 == 0:
         return []
     shares = ", ".join(
-        f"{where}={_millis(pods.container_request(container, where, 'cpu'))}"
+        f"{where}={milli_cpus}m"
         for where, container in pods.containers(pod)
-        if pods.container_request(container, where, "cpu") > 0
+        if (milli_cpus := pod_model.container_request(container, "cpu")) > 0
     )
     return [
         f"spec.containers[*].resources.requests.cpu: a {klass} pod must request an integer "
-        f"number of CPUs, requests total {_millis(total)} ({shares})"
+        f"number of CPUs, requests total {total}m ({shares})"
     ]

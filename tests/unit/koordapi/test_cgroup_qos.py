@@ -1,4 +1,4 @@
-"""Koordinator's cgroup arithmetic and its QoS / priority model."""
+"""Koordinator's cgroup arithmetic and its QoS classes (priority classes: test_pod_priority)."""
 
 from __future__ import annotations
 
@@ -7,19 +7,11 @@ import pytest
 from koordapi import keys
 from koordapi.cgroup import milli_cpu_to_quota, milli_cpu_to_shares, shares_to_weight
 from koordapi.qos import (
-    BATCH,
-    FREE,
-    MID,
-    NONE_PRIORITY,
-    PROD,
     KubeQoS,
-    PriorityClass,
     QoSClass,
-    default_priority_class_for_qos,
     default_qos_for_kube,
     is_known_qos_label,
     kube_qos_from_cgroup_parent,
-    priority_class_of,
     qos_from_label,
 )
 
@@ -140,52 +132,3 @@ def test_kube_qos_is_derived_from_the_cgroup_parent(parent: str, kube: KubeQoS) 
 )
 def test_default_qos_for_kube_qos(kube: KubeQoS, qos: QoSClass) -> None:
     assert default_qos_for_kube(kube) is qos
-
-
-# -- priority classes ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("priority", "label", "expected"),
-    [
-        pytest.param(9000, None, PROD, id="prod-low-edge"),
-        pytest.param(9999, None, PROD, id="prod-high-edge"),
-        pytest.param(7500, None, MID, id="mid"),
-        pytest.param(5500, None, BATCH, id="batch"),
-        pytest.param(3000, None, FREE, id="free"),
-        pytest.param(8500, None, NONE_PRIORITY, id="gap-is-none"),
-        pytest.param(None, "koord-batch", BATCH, id="label-when-no-priority"),
-        pytest.param(8500, "koord-mid", MID, id="label-when-priority-outside-classes"),
-        pytest.param(9500, "koord-free", PROD, id="priority-wins-over-label"),
-        pytest.param(None, "koord-other", NONE_PRIORITY, id="unknown-label"),
-        pytest.param(None, None, NONE_PRIORITY, id="nothing"),
-    ],
-)
-def test_priority_class_by_priority_then_label(
-    priority: int | None, label: str | None, expected: PriorityClass
-) -> None:
-    assert priority_class_of(priority, label) == expected
-
-
-def test_priority_class_ranges_and_defaults() -> None:
-    assert [(pc.name, pc.low, pc.high, pc.default) for pc in (PROD, MID, BATCH, FREE)] == [
-        ("koord-prod", 9000, 9999, 9500),
-        ("koord-mid", 7000, 7999, 7500),
-        ("koord-batch", 5000, 5999, 5500),
-        ("koord-free", 3000, 3999, 3500),
-    ]
-
-
-@pytest.mark.parametrize(
-    ("qos", "expected"),
-    [
-        pytest.param(QoSClass.SYSTEM, PROD, id="system"),
-        pytest.param(QoSClass.LSE, PROD, id="lse"),
-        pytest.param(QoSClass.LSR, PROD, id="lsr"),
-        pytest.param(QoSClass.LS, PROD, id="ls"),
-        pytest.param(QoSClass.BE, BATCH, id="be"),
-        pytest.param(QoSClass.NONE, NONE_PRIORITY, id="none"),
-    ],
-)
-def test_default_priority_class_for_qos(qos: QoSClass, expected: PriorityClass) -> None:
-    assert default_priority_class_for_qos(qos) == expected

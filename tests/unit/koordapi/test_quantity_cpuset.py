@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal
+from typing import Any
 
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 
 from koordapi.cpuset import MAX_CPU_ID, format_cpuset, parse_cpuset
 from koordapi.errors import ModelError, QuantityError
-from koordapi.quantity import milli_value, parse_quantity, value
+from koordapi.quantity import milli_value, parse_quantity, resource_value, value
 
 # -- quantities ------------------------------------------------------------------------------
 
@@ -75,6 +79,51 @@ def test_malformed_quantities_raise_quantity_error(given: str | float, message: 
 def test_value_and_milli_value_round_up_like_kubernetes(given: str, whole: int, milli: int) -> None:
     assert value(given) == whole
     assert milli_value(given) == milli
+
+
+@hypothesis.given(
+    st.integers(min_value=0, max_value=10**12),
+    st.sampled_from(["", "m", "k", "M", "G", "Ki", "Mi", "Gi", "Ti", "n", "u"]),
+)
+def test_fast_integer_paths_agree_with_the_exact_parser(number: int, suffix: str) -> None:
+    text = f"{number}{suffix}"
+    exact = parse_quantity(text)
+    assert milli_value(text) == math.ceil(exact * 1000)
+    assert value(text) == math.ceil(exact)
+
+
+@pytest.mark.parametrize("bad", ["", "1.2.3", "12Q", "m", "Gi", True, None, [1], Decimal("NaN")])
+def test_integer_values_refuse_malformed_quantities(bad: Any) -> None:
+    with pytest.raises(QuantityError):
+        milli_value(bad)
+    with pytest.raises(QuantityError):
+        value(bad)
+
+
+def test_integer_values_accept_json_numbers_fractions_and_decimals() -> None:
+    assert milli_value(2) == 2000
+    assert milli_value(0.25) == 250
+    assert value("1.5") == 2  # rounded up, as Quantity.Value
+    assert milli_value("0.0001") == 1
+    assert milli_value("-3") == -3000  # callers decide what a negative means
+    assert milli_value(Decimal("2.5")) == 2500
+    assert value(Decimal("0.1")) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "expected"),
+    [
+        pytest.param("cpu", "1500m", 1500, id="cpu-milli"),
+        pytest.param("cpu", "2", 2000, id="cpu-cores"),
+        pytest.param("memory", "1Ki", 1024, id="memory-bytes"),
+        pytest.param("kubernetes.io/batch-cpu", "2000", 2000, id="batch-cpu-already-milli"),
+        pytest.param("kubernetes.io/batch-memory", "0.5Ki", 512, id="batch-memory"),
+    ],
+)
+def test_resource_value_counts_cpu_in_milli_and_the_rest_whole(
+    name: str, given: str, expected: int
+) -> None:
+    assert resource_value(name, given) == expected
 
 
 def test_quantity_error_is_a_model_error() -> None:

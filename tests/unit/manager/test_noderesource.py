@@ -11,25 +11,19 @@ import copy
 import dataclasses
 import datetime
 import json
-import math
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from koordapi import keys
-from koordapi.errors import QuantityError
-from koordapi.quantity import parse_quantity
 from manager.colocation import ColocationConfig, ColocationStrategy, strategy_for_node
 from manager.noderesource import calculate, need_sync, status_patch
 from manager.noderesource.adjustments import (
     ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE,
     ANNOTATION_THIRD_PARTY_ALLOCATIONS,
 )
-from manager.noderesource.amounts import milli, units
 from manager.noderesource.calculator import MANAGED_RESOURCES, NodeResourceResult
-from manager.noderesource.pods import PodMemo, kube_qos, pod_priority, pod_request, read_pods
+from manager.noderesource.pods import PodMemo, read_pods
 
 NOW = datetime.datetime(2026, 7, 24, 10, 0, tzinfo=datetime.UTC).timestamp()
 GI = 1 << 30
@@ -638,99 +632,6 @@ def test_every_written_number_is_in_its_explanation() -> None:
     assert clamped.resources[keys.BATCH_CPU].explanation.endswith("= -40)")
 
 
-# -- pod facts -------------------------------------------------------------------------------
-
-
-def container(cpu: str | None = None, memory: str | None = None, **extra: Any) -> dict[str, Any]:
-    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
-    return {"resources": {"requests": requests}, **extra}
-
-
-@pytest.mark.parametrize(
-    ("spec", "expected"),
-    [
-        pytest.param(
-            {"containers": [container("1", "1Gi"), container("500m")]}, (1500, GI), id="sum"
-        ),
-        pytest.param(
-            {"containers": [container("1", "1Gi")], "initContainers": [container("4", "512Mi")]},
-            (4000, GI),
-            id="init-container-max",
-        ),
-        pytest.param(
-            {
-                "containers": [container("1", "1Gi")],
-                "initContainers": [container("1", "1Gi", restartPolicy="Always"), container("1")],
-            },
-            (2000, 2 * GI),
-            id="sidecar-adds",
-        ),
-        pytest.param(
-            {"containers": [container("1", "1Gi")], "overhead": {"cpu": "250m", "memory": "64Mi"}},
-            (1250, GI + (64 << 20)),
-            id="overhead",
-        ),
-        pytest.param(
-            {"containers": [{"resources": {"limits": {"cpu": "2", "memory": "2Gi"}}}]},
-            (2000, 2 * GI),
-            id="request-defaults-to-limit",
-        ),
-        pytest.param(
-            {"containers": [container("1", "1Gi")], "resources": {"requests": {"cpu": "3"}}},
-            (3000, GI),
-            id="pod-level-requests",
-        ),
-        pytest.param({"containers": [{}]}, (0, 0), id="no-resources"),
-    ],
-)
-def test_pod_request(spec: dict[str, Any], expected: tuple[int, int]) -> None:
-    assert pod_request(spec) == expected
-
-
-def test_kube_qos() -> None:
-    guaranteed = {"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}
-    assert kube_qos(guaranteed) == "Guaranteed"
-    assert kube_qos({"containers": [container("1")]}) == "Burstable"
-    assert kube_qos({"containers": [{}]}) == "BestEffort"
-
-
-@pytest.mark.parametrize(
-    ("pod", "expected"),
-    [
-        pytest.param(
-            {"metadata": {"labels": {keys.LABEL_PRIORITY_CLASS: "koord-mid"}}},
-            "koord-mid",
-            id="label",
-        ),
-        pytest.param(
-            {
-                "metadata": {"labels": {keys.LABEL_PRIORITY_CLASS: "koord-batch"}},
-                "spec": {"priority": 9500},
-            },
-            "koord-batch",
-            id="label-beats-priority",
-        ),
-        pytest.param({"spec": {"priority": 5500}}, "koord-batch", id="priority-range"),
-        pytest.param(
-            {"metadata": {"labels": {keys.LABEL_QOS_CLASS: "BE"}}}, "koord-batch", id="be-label"
-        ),
-        pytest.param({"status": {"qosClass": "BestEffort"}}, "koord-batch", id="kube-besteffort"),
-        pytest.param({"status": {"qosClass": "Burstable"}}, "koord-prod", id="kube-burstable"),
-        pytest.param({"spec": {"containers": [{}]}}, "koord-batch", id="derived-besteffort"),
-        pytest.param(
-            {
-                "metadata": {"labels": {keys.LABEL_PRIORITY_CLASS: "bogus"}},
-                "spec": {"containers": [container("1")]},
-            },
-            "koord-prod",
-            id="unknown-label-falls-back-to-qos",
-        ),
-    ],
-)
-def test_pod_priority(pod: dict[str, Any], expected: str) -> None:
-    assert pod_priority(pod) == expected
-
-
 # -- sync throttling (PART C 9) --------------------------------------------------------------
 
 
@@ -825,34 +726,7 @@ def test_status_patch_applies_as_a_merge_patch() -> None:
     assert merged["status"]["capacity"] == {"cpu": "100", "memory": "400Gi"}
 
 
-# -- quantity fast paths and the pod memo ----------------------------------------------------
-
-
-@given(
-    st.integers(min_value=0, max_value=10**12),
-    st.sampled_from(["", "m", "k", "M", "G", "Ki", "Mi", "Gi", "Ti", "n", "u"]),
-)
-def test_fast_quantity_paths_agree_with_the_exact_parser(number: int, suffix: str) -> None:
-    text = f"{number}{suffix}"
-    exact = parse_quantity(text)
-    assert milli(text) == math.ceil(exact * 1000)
-    assert units(text) == math.ceil(exact)
-
-
-@pytest.mark.parametrize("bad", ["", "1.2.3", "12Q", "m", "Gi", True, None, [1]])
-def test_amounts_refuse_malformed_quantities(bad: Any) -> None:
-    with pytest.raises(QuantityError):
-        milli(bad)
-    with pytest.raises(QuantityError):
-        units(bad)
-
-
-def test_amounts_accept_json_numbers_and_fractions() -> None:
-    assert milli(2) == 2000
-    assert milli(0.25) == 250
-    assert units("1.5") == 2  # rounded up, as Quantity.Value
-    assert milli("0.0001") == 1
-    assert milli("-3") == -3000  # callers decide what a negative means
+# -- the pod memo ----------------------------------------------------------------------------
 
 
 def test_pod_memo_reuses_views_by_uid_and_resource_version() -> None:

@@ -202,6 +202,48 @@ def test_systemd_layout() -> None:
     assert ls.request.kube_qos is KubeQoS.BURSTABLE
 
 
+@pytest.mark.parametrize(
+    ("resources", "init", "directory"),
+    [
+        pytest.param(
+            {
+                "requests": {"cpu": "1", "memory": "1Gi"},
+                "limits": {"cpu": "1000m", "memory": "1Gi"},
+            },
+            [],
+            "kubepods",
+            id="1-equals-1000m-guaranteed",
+        ),
+        pytest.param(
+            {"limits": {"cpu": "1", "memory": "1Gi"}},
+            [{"name": "init", "resources": {"requests": {"cpu": "2"}}}],
+            "kubepods/burstable",
+            id="unlimited-init-container-burstable",
+        ),
+        pytest.param(
+            {"requests": {"ephemeral-storage": "1Gi"}}, [], "kubepods/besteffort", id="no-cpu"
+        ),
+    ],
+)
+def test_pods_without_a_status_qos_class_get_kubernetes_qos_from_their_quantities(
+    resources: dict[str, Any], init: list[dict[str, Any]], directory: str
+) -> None:
+    listed = pod(UID_LS, "web", "", {"app": "c-ls"}, resources=resources)
+    listed["spec"]["initContainers"] = init
+    store = PodStore()
+    KubeletPodSync(store, list).reconcile([listed])
+    known = store.pod(KEY_PREFIX + UID_LS)
+    assert known is not None
+    assert known.request.cgroup_dir == f"{directory}/pod{UID_LS}"
+
+
+def test_a_pod_whose_qos_cannot_be_worked_out_is_left_to_nri() -> None:
+    listed = pod(UID_LS, "web", "", {"app": "c-ls"}, resources={"limits": {"cpu": "lots"}})
+    store = PodStore()
+    KubeletPodSync(store, list).reconcile([listed])
+    assert store.pod(KEY_PREFIX + UID_LS) is None
+
+
 def test_known_pod_is_enriched_not_duplicated(kubelet: FakeKubelet) -> None:
     store = PodStore()
     nri_pod(store)

@@ -127,6 +127,30 @@ def test_init_containers_and_overhead_are_converted_too() -> None:
     assert list(spec["containers"]) == ["main"]
 
 
+@pytest.mark.parametrize(
+    ("requests", "converted"),
+    [
+        pytest.param({"cpu": "0", "memory": "0"}, True, id="zero-requests-besteffort-batch"),
+        pytest.param({"cpu": "100m"}, False, id="burstable-prod"),
+    ],
+)
+def test_a_pod_without_classes_is_charged_by_its_kubernetes_qos(
+    requests: dict[str, str], converted: bool
+) -> None:
+    plain = profile("plain", selector={"matchLabels": {"colocation": "plain"}})
+    original = pod(container(requests=requests), labels={"colocation": "plain"})
+    result = builders.applied(original, _mutate(original, plain))
+    expected = {keys.BATCH_CPU, keys.BATCH_MEMORY} if converted else set(requests)
+    assert set(builders.resources(result)["requests"]) == expected
+
+
+def test_pod_level_resource_quantity_is_checked() -> None:
+    original = pod(container(), labels=BATCH_LABELS, resources={"requests": {"cpu": "lots"}})
+    response = _mutate(original)
+    assert not response.allowed
+    assert "spec.resources.requests.cpu" in response.message
+
+
 def test_other_resources_are_kept() -> None:
     original = pod(
         container(

@@ -187,6 +187,25 @@ def test_overhead_counts_in_the_pod_request() -> None:
     _denied(_validate(obj), "2250m")
 
 
+def test_pod_level_requests_replace_the_containers_total() -> None:
+    fractional_containers = qos_pod(
+        "LSR",
+        container("a", requests={"cpu": "1500m"}),
+        labels=PROD,
+        resources={"requests": {"cpu": "2"}},
+    )
+    assert _validate(fractional_containers).allowed
+    fractional_pod = qos_pod(
+        "LSE", container(requests={"cpu": "2"}), labels=PROD, resources={"requests": {"cpu": "1.5"}}
+    )
+    _denied(_validate(fractional_pod), "requests total 1500m")
+
+
+def test_malformed_pod_level_resources_are_denied_with_the_field() -> None:
+    obj = qos_pod("LS", container(), labels=PROD, resources={"limits": {"memory": "4GB"}})
+    _denied(_validate(obj), "spec.resources.limits.memory")
+
+
 @pytest.mark.parametrize(
     ("change", "fragment"),
     [

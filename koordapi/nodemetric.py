@@ -1,10 +1,14 @@
-"""What the formulas read from a NodeMetric object (controlplane-apis §4.2): update time,
-system and node usage, per-pod usage with the reported priority, host applications and the
-predicted prod-reclaimable amount, as (milli-cores, bytes).
+"""Koordinator's NodeMetric status: built by koordlet, read by koord-manager and
+koord-scheduler, so both sides of the format live here.
 
-A malformed or negative quantity, or a wrong shape, raises MetricError naming the path: the
-caller degrades rather than publish an amount computed from a broken report. A missing usage is
-not an error here; it reads as None and each formula decides what that means.
+Building: usage as a ResourceMap (``{"resources": {"cpu": "1250m", "memory": "123456"}}``),
+CPU in milli-cores rounded to the nearest, memory in whole bytes, never negative.
+
+Reading (``read_node_metric``): update time, system and node usage, per-pod usage with the
+reported priority, host applications and the predicted prod-reclaimable amount, as
+(milli-cores, bytes). A malformed or negative quantity, or a wrong shape, raises MetricError
+naming the path: the caller degrades rather than act on a broken report. A missing usage is
+not an error; it reads as None and each caller decides what that means.
 """
 
 from __future__ import annotations
@@ -16,7 +20,32 @@ from typing import Any
 
 from koordapi import qos
 from koordapi.errors import ModelError
-from manager.noderesource.amounts import Pair, milli, units
+from koordapi.quantity import Pair, milli_value, value
+
+# -- building --------------------------------------------------------------------------------
+
+
+def cpu_quantity(cores: float) -> str:
+    """Cores (a float) as the milli-core quantity a NodeMetric reports: "1250m"."""
+    return f"{max(0, round(cores * 1000))}m"
+
+
+def memory_quantity(bytes_: float) -> str:
+    """Bytes (a float) as the whole-byte quantity a NodeMetric reports."""
+    return str(max(0, int(bytes_)))
+
+
+def resource_map(cpu: float | None, memory: float | None) -> dict[str, Any]:
+    """A ResourceMap of usage (cores, bytes); a resource that is None is left out."""
+    resources = {}
+    if cpu is not None:
+        resources["cpu"] = cpu_quantity(cpu)
+    if memory is not None:
+        resources["memory"] = memory_quantity(memory)
+    return {"resources": resources}
+
+
+# -- reading ---------------------------------------------------------------------------------
 
 PodMetric = tuple[str, int | None, int | None]
 """(priority as reported by koordlet, cpu usage or None, memory usage or None)"""
@@ -49,8 +78,8 @@ def _pair_of(resource_map: Any) -> tuple[int | None, int | None]:
         return None, None
     cpu = resources.get("cpu")
     memory = resources.get("memory")
-    c = milli(cpu) if cpu is not None else None
-    m = units(memory) if memory is not None else None
+    c = milli_value(cpu) if cpu is not None else None
+    m = value(memory) if memory is not None else None
     if (c is not None and c < 0) or (m is not None and m < 0):
         raise ModelError(f"negative usage (cpu {cpu!r}, memory {memory!r})")
     return c, m
@@ -138,6 +167,6 @@ def host_apps_above(metric: MetricView, priority: qos.PriorityClass) -> Pair:
     the node's reserved share, so they count as system usage); "" ranks lowest."""
     cpu = memory = 0
     for name, usage in metric.host_apps:
-        if qos.priority_class_of(None, name).default > priority.default:
+        if qos.priority_class_by_name(name).default > priority.default:
             cpu, memory = cpu + usage[0], memory + usage[1]
     return cpu, memory
