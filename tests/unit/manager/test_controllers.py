@@ -68,6 +68,10 @@ async def running(api: FakeKubeAPI, **options: Any) -> AsyncIterator[Manager]:
         await asyncio.gather(task, return_exceptions=True)
 
 
+STATUS_PATH = r"/api/v1/nodes/node-1/status"
+LEASE_PATH = r"/leases/"
+
+
 def node_status(api: FakeKubeAPI) -> dict[str, Any]:
     return dict((api.get("Node", "node-1") or {}).get("status") or {})
 
@@ -150,11 +154,12 @@ def test_configmap_changes_reach_every_node_and_invalid_keys_keep_the_last_good(
     api = seeded()
 
     async def scenario() -> None:
-        async with running(api, leader_elect=False):
+        async with running(api, leader_elect=False) as manager:
             await until(lambda: keys.BATCH_CPU in node_status(api).get("allocatable", {}))
             # A broken colocation-config keeps the last good config: batch stays.
+            before = len(api.calls("patch", STATUS_PATH))
             await edit_config(api, {"colocation-config": "{not json"})
-            await asyncio.sleep(0.3)
+            await until(lambda: manager.state.colocation_error != "")
             assert node_status(api)["allocatable"][keys.BATCH_CPU] == "37000"
             # A broken NodeSLO key: a Warning event on the ConfigMap, the NodeSLO keeps it.
             await edit_config(
@@ -165,6 +170,11 @@ def test_configmap_changes_reach_every_node_and_invalid_keys_keep_the_last_good(
                 },
             )
             await until(lambda: any("cpu-burst-config" in m for m in warnings_posted(api)))
+            # every status write since the broken text (its reconcile came before this one's)
+            # kept batch-cpu
+            for patch in api.calls("patch", STATUS_PATH)[before:]:
+                allocatable = (patch.body or {}).get("status", {}).get("allocatable")
+                assert allocatable is None or allocatable.get(keys.BATCH_CPU) is not None
             # Colocation off for the cluster: the keys are removed, not zeroed.
             await edit_config(api, {"colocation-config": json.dumps({"enable": False})})
             await until(lambda: keys.BATCH_CPU not in node_status(api).get("allocatable", {}))
@@ -202,9 +212,11 @@ def test_only_the_lease_holder_writes() -> None:
             await until(first.leading.is_set, 10)
             async with running(api, **fast) as second:
                 await until(lambda: keys.BATCH_CPU in node_status(api).get("allocatable", {}))
-                await asyncio.sleep(0.3)
+                # the second one has tried for the Lease, more than once, and lost
+                tried = len(api.calls(path=LEASE_PATH))
+                await until(lambda: len(api.calls(path=LEASE_PATH)) >= tried + 2, 10)
                 assert first.leading.is_set() and not second.leading.is_set()
-                writes = api.calls("patch", r"/api/v1/nodes/node-1/status")
+                writes = api.calls("patch", STATUS_PATH)
                 assert writes  # the leader wrote
 
     run(scenario(), timeout=30)

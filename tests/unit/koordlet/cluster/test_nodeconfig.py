@@ -37,8 +37,8 @@ def nodeslo(threshold: object, name: str = NODE) -> dict[str, Any]:
     }
 
 
-async def eventually(predicate: Callable[[], bool]) -> None:
-    for _ in range(300):
+async def eventually(predicate: Callable[[], bool], seconds: float = 3.0) -> None:
+    for _ in range(int(seconds * 100)):
         if predicate():
             return
         await asyncio.sleep(0.01)
@@ -120,10 +120,12 @@ def test_a_node_annotation_change_updates_the_config() -> None:
 def test_the_api_going_away_keeps_the_last_good_config() -> None:
     async def body(fake: FakeKubeAPI, source: NodeConfigInformer) -> None:
         good = source.current
+        tried = len(fake.calls(path="/node"))
         fake.disconnect("list", "/node", times=50)
         fake.disconnect("watch", "/node", times=50)
         fake.close_watches(error=True)
-        await asyncio.sleep(0.1)
+        # both informers have tried the dead API again (after their backoff) and failed
+        await eventually(lambda: len(fake.calls(path="/node")) >= tried + 2, seconds=10)
         assert source.current is good
         assert source.error is None
         assert not source.reload_if_changed()

@@ -58,14 +58,25 @@ def test_a_failing_run_is_counted_and_the_loop_goes_on() -> None:
     bad, good = Probe("Bad", "BECPUSuppress", fail=True), Probe("Good", "CPUBurst")
     qos = manager(bad, good)
     timed: list[str] = []
-    qos.on_run = lambda name, seconds: timed.append(name) if seconds >= 0 else None
 
     async def main() -> None:
-        task = asyncio.create_task(qos.run())
-        await asyncio.sleep(0.2)
-        task.cancel()
+        # until each strategy ran twice (the bad one failing): the loop outlived a failure
+        enough = asyncio.Event()
+        loop = asyncio.get_running_loop()
 
-    asyncio.run(main())
+        def on_run(name: str, seconds: float) -> None:  # in the strategy's worker thread
+            if seconds >= 0:
+                timed.append(name)
+            if timed.count("Bad") >= 2 and timed.count("Good") >= 2:
+                loop.call_soon_threadsafe(enough.set)
+
+        qos.on_run = on_run
+        task = asyncio.create_task(qos.run())
+        await enough.wait()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(asyncio.wait_for(main(), 10))
     assert qos.failures["Bad"] >= 2 and qos.runs["Bad"] == qos.failures["Bad"]
     assert len(good.contexts) >= 2 and qos.failures["Good"] == 0
     assert timed.count("Bad") == qos.runs["Bad"]  # failed runs are timed too
