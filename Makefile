@@ -24,6 +24,7 @@ test: setup lint typecheck unit e2e
 lint:
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck:
 	$(VENV)/bin/mypy

@@ -1,1 +1,1 @@
-"""Benchmarks: measurements printed as figures, never asserted (README: Measured performance)."""
+"""Benchmarks: measurements printed as figures, never asserted (docs/performance.md)."""

@@ -1,7 +1,8 @@
 """Go durations (metav1.Duration) as Koordinator's objects carry them: "5m0s", "300s", "1h30m".
 
 One parser and one formatter for the NodeMetric collect policy, which koord-manager writes
-and koordlet reads (controlplane-apis §4.5: servers emit the canonical form, accept others).
+and koordlet reads (controlplane-apis §4.5: servers emit the canonical form, accept others),
+and for the daemons' duration flags (``parse_seconds``, which also takes plain seconds).
 """
 
 from __future__ import annotations
@@ -37,3 +38,16 @@ def format_go_duration(seconds: int) -> str:
     if hours:
         return f"{hours}h{minutes}m{secs}s"
     return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+def parse_seconds(text: str) -> float:
+    """Seconds of a duration as a command line gives it: Go's form ("1m30s", "500ms", "0") or
+    plain seconds ("10", "2.5"); ValueError otherwise."""
+    try:
+        return parse_go_duration(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"not a duration: {text.strip()!r} (e.g. 10s, 1m30s, 500ms)") from None

@@ -11,12 +11,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from koordapi import keys
+from koordapi.explanation import ANNOTATION_NODE_RESOURCE_EXPLANATION, MANAGED_RESOURCES
 
-CHAIN_RESOURCES = (keys.BATCH_CPU, keys.BATCH_MEMORY, keys.MID_CPU, keys.MID_MEMORY)
+CHAIN_RESOURCES = MANAGED_RESOURCES
 QOS_CLASSES = ("lseClass", "lsrClass", "lsClass", "beClass")
 APPLIED_FILES = ("cpu.shares", "cpu.cfs_quota_us", "cpuset.cpus", "memory.limit_in_bytes")
-EXPLANATION_ANNOTATION = "koordinator-py.io/node-resource-explanation"  # manager's annotation
+EXPLANATION_ANNOTATION = ANNOTATION_NODE_RESOURCE_EXPLANATION  # koord-manager writes it
 NO_CLUSTER = (
     "cluster part not shown: it needs --kubeconfig FILE or in-cluster credentials "
     "(NodeMetric, Node batch resources, NodeSLO come from the API server)"

@@ -37,6 +37,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from koordapi import logsetup
 from koordlet.executor.resctrl import Resctrl
 from koordlet.states.topology import detect_kernel
 from nri_plugin import DEFAULT_SOCKET_PATH, NriError, Stub
@@ -262,8 +263,8 @@ def explain_node(args: argparse.Namespace) -> int:
     """A Node's batch and mid resources and koord-manager's explanation, from the API server."""
     from lightkube.resources.core_v1 import Node  # noqa: PLC0415 - only this command needs it
 
-    from manager.explain import render_node_explanation  # noqa: PLC0415
-    from manager.kube.client import KubeApi, build_client  # noqa: PLC0415
+    from koordapi.explanation import render_node_explanation  # noqa: PLC0415
+    from koordkube.client import KubeApi, build_client  # noqa: PLC0415
 
     async def read() -> dict[str, Any]:
         return await KubeApi(build_client(args.kubeconfig)).get(Node, args.name)
@@ -294,8 +295,8 @@ def read_cluster(node: str, kubeconfig: str | None) -> dict[str, Any]:
     """The Node, its NodeMetric and NodeSLO from the API server (None for one that is absent)."""
     from lightkube.resources.core_v1 import Node  # noqa: PLC0415 - only this command needs it
 
-    from manager.kube.client import KubeApi, build_client, is_not_found  # noqa: PLC0415
-    from manager.kube.resources import NodeMetric, NodeSLO  # noqa: PLC0415
+    from koordkube.client import KubeApi, build_client, is_not_found  # noqa: PLC0415
+    from koordkube.resources import NodeMetric, NodeSLO  # noqa: PLC0415
 
     async def read() -> dict[str, Any]:
         api = KubeApi(build_client(kubeconfig))
@@ -699,11 +700,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logsetup.configure(logging.INFO if args.verbose else logging.WARNING)
     with contextlib.suppress(KeyboardInterrupt):
         return int(args.func(args))
     return 130

@@ -12,18 +12,14 @@ import contextlib
 import json
 import logging
 import signal
-import socket
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from koordapi.errors import ModelError
-from koordapi.features import FeatureGates
 from koordlet.applying import Applier
-from koordlet.cluster import build_api, cluster_mode
+from koordlet.cluster import build_api, build_eviction_api, cluster_mode
 from koordlet.collectors.base import Collector, CollectorRunner
 from koordlet.collectors.be import BECollector
 from koordlet.collectors.cpi import CPICollector
@@ -34,16 +30,15 @@ from koordlet.collectors.pods import PodCollector
 from koordlet.collectors.psi import PSICollector
 from koordlet.collectors.rdma import RDMACollector
 from koordlet.collectors.system import SystemCollector
+from koordlet.config import Config
 from koordlet.conflicts import ConflictTracker
 from koordlet.executor import Executor, Status, WriteResult
 from koordlet.executor.cri import CRIRuntime
-from koordlet.executor.kubeapi import EvictionAPI
-from koordlet.executor.resctrl import RESCTRL_ROOT, Resctrl
+from koordlet.executor.resctrl import Resctrl
 from koordlet.hookserver import HookServer
 from koordlet.inspect.exposition import SchedLatencyExposition
 from koordlet.inspect.schedlat import GATE as SCHED_LATENCY_GATE
 from koordlet.inspect.schedlat import SchedLatencyCollector
-from koordlet.kubeclient import KubeCredentials
 from koordlet.metriccache import MetricCache
 from koordlet.metrics import HealthCollector, KoordletMetrics
 from koordlet.nodemetric import build_status
@@ -52,7 +47,7 @@ from koordlet.qosmanager.cgreconcile import CgroupReconcile
 from koordlet.qosmanager.cpuburst import CPUBurst
 from koordlet.qosmanager.cpuevict import CPUEvict
 from koordlet.qosmanager.cpusuppress import CPUSuppress
-from koordlet.qosmanager.eviction import EvictByAPI, EvictionBackend, Evictor, StopContainers
+from koordlet.qosmanager.eviction import EvictionBackend, Evictor, StopContainers
 from koordlet.qosmanager.framework import Context, QoSManager, Strategy, node_resources
 from koordlet.qosmanager.memoryevict import MemoryEvict
 from koordlet.qosmanager.resctrlreconcile import ResctrlReconcile
@@ -68,82 +63,18 @@ from koordlet.states.topology import detect_kernel, read_topology
 from koordlet.views import KoordletViews
 from nri_plugin import Stub
 from runtimehooks import HOOKS
-from runtimehooks.registry import FailurePolicy
-from runtimehooks.rules import DEFAULT_HAMI_CORE_LIBRARY, Rules
+from runtimehooks.rules import Rules
 
 if TYPE_CHECKING:  # cluster mode's modules are imported only in cluster mode (lightkube)
-    from koordlet.cluster.eviction import KubeApiEviction
+    from koordkube.client import KubeApi
+    from koordkube.eviction import EvictionAPI
     from koordlet.cluster.kubelet import KubeletPodSync
     from koordlet.cluster.nodeconfig import NodeConfigInformer
-    from manager.kube.client import KubeApi
 
 log = logging.getLogger(__name__)
 
 CONFIG_POLL_SECONDS = 2.0
 CLUSTER_SYNC_SECONDS = 5.0  # how long start-up waits for the NodeSLO and Node watches
-
-
-@dataclass(frozen=True)
-class Config:
-    """koordlet's settings; the command line maps Koordinator's flag names onto these."""
-
-    node_name: str = field(default_factory=socket.gethostname)
-    cgroup_root: Path = Path("/sys/fs/cgroup/")
-    cgroup_driver: str = ""  # the kubelet's, "cgroupfs" or "systemd"; "": detected (PodStore)
-    var_run_root: Path = Path("/var/run/")
-    sys_root: Path = Path("/sys/")
-    proc_root: Path = Path("/proc/")
-    resctrl_root: Path = RESCTRL_ROOT
-    nri_enabled: bool = True
-    nri_socket_path: str = "nri/nri.sock"  # relative to var_run_root unless absolute
-    nri_plugin_name: str = "koordlet_nri"
-    nri_plugin_index: str = "00"
-    failure_policy: FailurePolicy = FailurePolicy.IGNORE
-    reconcile_interval: float = 10.0
-    feature_gates: FeatureGates = field(default_factory=FeatureGates)
-    metrics_addr: str = ":9316"
-    status_api_remote: bool = False  # the JSON API for remote clients too (ours)
-    node_slo_file: Path | None = None
-    kubeconfig: Path | None = None  # cluster mode: this, or in-cluster credentials
-    disable_unset_cpu_quota: bool = False
-    hami_core_library: str = DEFAULT_HAMI_CORE_LIBRARY
-    collect_interval: float = 1.0  # --collect-res-used-interval
-    psi_interval: float = 10.0
-    cpi_interval: float = 60.0
-    cpi_window: float = 10.0
-    sched_latency_interval: float = 10.0
-    sched_latency_sample: float = 2.0
-    tsdb_path: Path | None = Path("/var/lib/koordlet/metric-data/")  # None: in memory
-    tsdb_retention: float = 12 * 3600.0
-    tsdb_max_bytes: int = 100 << 20
-    node_metric_file: Path | None = Path("/var/lib/koordlet/nodemetric.json")
-    node_metric_interval: float = 60.0
-    # QoS manager (Koordinator's flags and defaults)
-    qos_reconcile_interval: float = 1.0  # --reconcile-interval-seconds
-    cpu_suppress_interval: float = 1.0
-    cpu_suppress_min_cpus: int = 2  # ours: the BE cpuset floor (Koordinator: 2)
-    cpu_evict_interval: float = 1.0
-    cpu_evict_cool_time: float = 20.0
-    memory_evict_interval: float = 1.0
-    memory_evict_cool_time: float = 4.0
-    only_evict_by_api: bool = False
-    resource_force_update_seconds: float = 60.0
-    containerd_endpoint: str = "containerd/containerd.sock"  # relative to var_run_root
-    # The kubelet's pod list in cluster mode (Koordinator's statesinformer flags and defaults)
-    kubelet_preferred_address_type: str = "InternalIP"
-    kubelet_sync_interval: float = 10.0  # 0 or less: do not list the kubelet's pods
-    kubelet_sync_timeout: float = 3.0
-    kubelet_insecure_tls: bool = False  # plain HTTP on the read-only port
-    kubelet_read_only_port: int = 10255
-    kubelet_ca_file: Path | None = None  # ours; None: the serving cert is not verified
-
-    @property
-    def nri_socket(self) -> Path:
-        return self.var_run_root / self.nri_socket_path
-
-    @property
-    def cri_socket(self) -> Path:
-        return self.var_run_root / self.containerd_endpoint
 
 
 def split_addr(addr: str) -> tuple[str, int]:
@@ -334,21 +265,13 @@ class Koordlet:
     def _eviction_backend(self) -> EvictionBackend:
         """In cluster mode the Eviction API; standalone, stop containers through CRI, or with
         --only-evict-by-api ask the API server with the in-cluster credentials."""
-        self.kube_eviction: KubeApiEviction | None = None
-        if self.kube is not None:
-            from koordlet.cluster.eviction import KubeApiEviction  # noqa: PLC0415
-
-            self.kube_eviction = KubeApiEviction(self.kube)
-            return EvictByAPI(self.kube_eviction)
-        if not self.config.only_evict_by_api:
+        self.kube_eviction: EvictionAPI | None = None
+        if self.kube is None and not self.config.only_evict_by_api:
             return StopContainers(CRIRuntime(self.config.cri_socket))
-        credentials = KubeCredentials.in_cluster()
-        if credentials is None:
-            raise ModelError(
-                "--only-evict-by-api needs in-cluster Kubernetes credentials "
-                "(KUBERNETES_SERVICE_HOST and a service account token)"
-            )
-        return EvictByAPI(EvictionAPI(credentials))
+        from koordlet.cluster.eviction import EvictByAPI  # noqa: PLC0415 - brings koordkube
+
+        self.kube_eviction = build_eviction_api(self.kube)
+        return EvictByAPI(self.kube_eviction)
 
     def qos_context(self) -> Context:
         """A fresh context for one strategy run (called from worker threads)."""
@@ -391,8 +314,6 @@ class Koordlet:
         )
 
         assert self.kube is not None
-        if self.kube_eviction is not None:
-            self.kube_eviction.bind(asyncio.get_running_loop())
         reporter = NodeMetricReporter(
             self.kube,
             self.config.node_name,
@@ -592,6 +513,8 @@ class Koordlet:
         # Collectors run in worker threads; a short GIL switch interval lets the event loop
         # (the NRI requests, which containerd waits for) take over from them quickly.
         sys.setswitchinterval(0.0005)
+        if self.kube_eviction is not None:  # strategies' threads evict through this loop
+            self.kube_eviction.bind(asyncio.get_running_loop())
         cluster = asyncio.create_task(self.run_cluster()) if self.kube is not None else None
         if not isinstance(self.node_config, NodeConfigFile):
             # The first NodeSLO and Node before the hooks start, unless the API is slow.
@@ -642,8 +565,11 @@ class Koordlet:
         if self.status_server is not None:
             self.status_server.stop()
         self.applier.close()
+        self.collectors.close()
         if self.schedlat is not None:
             self.schedlat.close()
         self.cache.close()
         if self.kube is not None:
             await self.kube.client.close()
+        elif self.kube_eviction is not None:  # --only-evict-by-api's own client
+            await self.kube_eviction.api.client.close()

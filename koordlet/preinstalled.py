@@ -23,6 +23,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from koordapi import logsetup
 from nri_plugin.stub import Stub, identity_from_env
 
 log = logging.getLogger("koordlet.preinstalled")
@@ -49,8 +50,7 @@ def setup_logging(path: Path, level: str = "info") -> None:
         handler = logging.handlers.RotatingFileHandler(path, maxBytes=10 << 20, backupCount=3)
     except OSError:
         handler = logging.StreamHandler(sys.stderr)  # nowhere, under containerd; still valid
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
+    logsetup.configure(level, handler=handler)
 
 
 class NoopPlugin:
@@ -69,7 +69,7 @@ async def serve_noop(name: str, index: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m koordlet.preinstalled")
+    parser = argparse.ArgumentParser(prog="python -m koordlet.preinstalled", allow_abbrev=False)
     parser.add_argument("--env-file", type=Path, default=DEFAULT_ENV_FILE)
     options = parser.parse_args(argv)
     env: dict[str, str] = {}
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                 args = build_parser().parse_args(shlex.split(env.get("KOORDLET_ARGS", "")))
         except SystemExit:
             raise ValueError(f"KOORDLET_ARGS: {usage.getvalue().strip()}") from None
-        logging.getLogger().setLevel(args.log_level.upper())
+        logging.getLogger().setLevel(logsetup.level_number(args.log_level))
         config = replace(
             config_from_args(args), nri_enabled=True, nri_plugin_name=name, nri_plugin_index=index
         )

@@ -12,24 +12,25 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from koordapi.settings import flag
+from koordkube.client import KubeApi
+from koordkube.leader import LeaderElectionConfig, LeaderElector
+from koordkube.probes import serve_probes
+from koordkube.resources import object_key
+from koordkube.workqueue import WorkQueue, run_worker
 from manager.controllers.events import EventRecorder
 from manager.controllers.noderesource import NAME as NODE_RESOURCE
 from manager.controllers.noderesource import NodeResourceController
 from manager.controllers.nodeslo import NodeMetricController, NodeSLOController
 from manager.controllers.state import ClusterState
-from manager.kube.client import KubeApi
-from manager.kube.leader import LeaderElectionConfig, LeaderElector
-from manager.kube.resources import object_key
-from manager.kube.workqueue import WorkQueue, run_worker
 from manager.metrics import ManagerMetrics
-from manager.probes import serve_probes
 from manager.webhooks.server import WebhookServer
 
 log = logging.getLogger(__name__)
@@ -39,15 +40,38 @@ Object = dict[str, Any]
 
 @dataclass(frozen=True)
 class ManagerOptions:
-    config_namespace: str = "koordinator-system"  # --config-namespace
-    slo_config_name: str = "slo-controller-config"  # --slo-config-name
-    webhook_port: int | None = 9876  # None: no webhook server
-    webhook_cert_dir: Path = Path("/tmp/k8s-webhook-server/serving-certs")
-    metrics_addr: str = ":8080"  # empty: no metrics server
-    leader_elect: bool = True
-    leader_election_namespace: str = "koordinator-system"
-    leader_election_id: str = "koord-manager"
-    workers: int = 4  # per controller
+    """koord-manager's settings, a settings table (koordapi.settings): manager.cli's flags."""
+
+    config_namespace: str = field(default="koordinator-system", metadata=flag("config-namespace"))
+    slo_config_name: str = field(default="slo-controller-config", metadata=flag("slo-config-name"))
+    # None: no webhook server (--disable-webhooks)
+    webhook_port: int | None = field(
+        default=9876,
+        metadata=flag("webhook-port", "HTTPS port of the admission webhooks", parse=int, ours=True),
+    )
+    webhook_cert_dir: Path = field(
+        default=Path("/tmp/k8s-webhook-server/serving-certs"),  # controller-runtime's default
+        metadata=flag(
+            "webhook-cert-dir",
+            "folder with tls.crt and tls.key (reloaded when they change)",
+            ours=True,
+        ),
+    )
+    # empty: no metrics server
+    metrics_addr: str = field(
+        default=":8080", metadata=flag("metrics-addr", "/metrics, /healthz, /readyz")
+    )
+    leader_elect: bool = field(default=True, metadata=flag("enable-leader-election"))
+    leader_election_namespace: str = field(
+        default="koordinator-system", metadata=flag("leader-election-namespace")
+    )
+    leader_election_id: str = field(
+        default="koord-manager", metadata=flag("leader-election-id", "the Lease's name", ours=True)
+    )
+    workers: int = field(
+        default=4,
+        metadata=flag("workers", "concurrent reconciles per controller", ours=True),
+    )
 
 
 class Manager:

@@ -11,10 +11,35 @@ import asyncio
 import logging
 import signal
 import sys
+from dataclasses import dataclass, field, replace
 from importlib.metadata import version
-from pathlib import Path
 
+from koordapi import logsetup
+from koordapi.settings import add_arguments, flag, load
 from manager.app import Manager, ManagerOptions
+
+
+@dataclass(frozen=True)
+class Command:
+    """The flags of the command that are not ManagerOptions, a settings table."""
+
+    kubeconfig: str | None = field(
+        default=None,
+        metadata=flag(
+            "kubeconfig",
+            "kubeconfig file; default: in-cluster credentials, else $KUBECONFIG or ~/.kube/config",
+        ),
+    )
+    disable_webhooks: bool = field(
+        default=False,
+        metadata=flag(
+            "disable-webhooks", "run the controllers only, no webhooks", bare=True, ours=True
+        ),
+    )
+
+
+# The settings tables of the command line, in --help's order.
+TABLES = (Command, ManagerOptions, logsetup.LogOptions)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,50 +48,25 @@ def build_parser() -> argparse.ArgumentParser:
         description="Koordinator's manager, in Python: batch and mid resources on each Node "
         "from its NodeMetric, each node's NodeSLO from the slo-controller-config ConfigMap, "
         "NodeMetric collect policies, and the pod and ConfigMap admission webhooks.",
+        allow_abbrev=False,
     )
     p.add_argument("--version", action="version", version=version("koordinator-py"))
-    p.add_argument(
-        "--kubeconfig",
-        help="kubeconfig file; default: in-cluster credentials, else $KUBECONFIG or ~/.kube/config",
-    )
-    p.add_argument("--config-namespace", default="koordinator-system")
-    p.add_argument("--slo-config-name", default="slo-controller-config")
-    p.add_argument(
-        "--webhook-port", type=int, default=9876, help="HTTPS port of the admission webhooks"
-    )
-    p.add_argument(
-        "--webhook-cert-dir",
-        default="/tmp/k8s-webhook-server/serving-certs",  # controller-runtime's default
-        help="folder with tls.crt and tls.key (reloaded when they change)",
-    )
-    p.add_argument(
-        "--disable-webhooks", action="store_true", help="run the controllers only, no webhooks"
-    )
-    p.add_argument("--metrics-addr", default=":8080", help="/metrics, /healthz, /readyz")
-    p.add_argument("--enable-leader-election", default="true", choices=["true", "false"])
-    p.add_argument("--leader-election-namespace", default="koordinator-system")
-    p.add_argument("--leader-election-id", default="koord-manager", help="the Lease's name")
-    p.add_argument("--workers", type=int, default=4, help="concurrent reconciles per controller")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_arguments(p, *TABLES)
     return p
 
 
 def options_from_args(args: argparse.Namespace) -> ManagerOptions:
-    return ManagerOptions(
-        config_namespace=args.config_namespace,
-        slo_config_name=args.slo_config_name,
-        webhook_port=None if args.disable_webhooks else args.webhook_port,
-        webhook_cert_dir=Path(args.webhook_cert_dir),
-        metrics_addr=args.metrics_addr,
-        leader_elect=args.enable_leader_election == "true",
-        leader_election_namespace=args.leader_election_namespace,
-        leader_election_id=args.leader_election_id,
-        workers=max(1, args.workers),
+    options = load(ManagerOptions, args)
+    command = load(Command, args)
+    return replace(
+        options,
+        webhook_port=None if command.disable_webhooks else options.webhook_port,
+        workers=max(1, options.workers),
     )
 
 
 async def serve(args: argparse.Namespace) -> int:
-    from manager.kube.client import KubeApi, build_client  # noqa: PLC0415 - after arg parsing
+    from koordkube.client import KubeApi, build_client  # noqa: PLC0415 - after arg parsing
 
     options = options_from_args(args)
     if options.webhook_port is not None:
@@ -99,9 +99,5 @@ async def serve(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logsetup.configure(args.log_level)
     return asyncio.run(serve(args))

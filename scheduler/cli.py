@@ -2,7 +2,7 @@
 
 kube-scheduler calls it over HTTPS (``extenders`` in its KubeSchedulerConfiguration): filter
 and prioritize by real node load (NodeMetric plus what was placed since), bind LSE/LSR pods
-to whole CPUs. The chart renders the configuration snippet; README "koord-scheduler".
+to whole CPUs. The chart renders the configuration snippet; see docs/scheduler.md.
 """
 
 from __future__ import annotations
@@ -12,14 +12,56 @@ import asyncio
 import logging
 import signal
 import sys
+from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from koordapi import logsetup
+from koordapi.settings import add_arguments, flag, load
 from scheduler.extender import ExtenderConfig
 from scheduler.loadaware import LoadAwareArgs
+
+
+@dataclass(frozen=True, kw_only=True)
+class SchedulerOptions:
+    """koord-scheduler's settings, a settings table (koordapi.settings): its flags."""
+
+    kubeconfig: str | None = field(
+        default=None,
+        metadata=flag(
+            "kubeconfig",
+            "kubeconfig file; default: in-cluster credentials, else $KUBECONFIG or ~/.kube/config",
+        ),
+    )
+    port: int = field(default=10443, metadata=flag("port", "HTTPS port of the extender", ours=True))
+    cert_dir: Path = field(  # no default: a required flag
+        metadata=flag(
+            "cert-dir", "folder with tls.crt and tls.key (reloaded when they change)", ours=True
+        )
+    )
+    url_prefix: str = field(
+        default="/scheduler",
+        metadata=flag("url-prefix", "the extender's urlPrefix path", ours=True),
+    )
+    metrics_addr: str = field(
+        default=":8081", metadata=flag("metrics-addr", "/metrics, /healthz, /readyz", ours=True)
+    )
+    load_aware_config: str | None = field(
+        default=None,
+        metadata=flag(
+            "load-aware-config",
+            "YAML with Koordinator's LoadAwareSchedulingArgs fields (usageThresholds, "
+            "resourceWeights, estimatedScalingFactors, nodeMetricExpirationSeconds, ...)",
+            ours=True,
+        ),
+    )
+
+
+# The settings tables of the command line, in --help's order.
+TABLES = (SchedulerOptions, logsetup.LogOptions)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,27 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="koord-scheduler",
         description="A kube-scheduler extender: LoadAware filter and score from NodeMetrics, "
         "and CPU binding (FullPCPUs / SpreadByPCPUs) for LSE and LSR pods at bind time.",
+        allow_abbrev=False,
     )
     p.add_argument("--version", action="version", version=version("koordinator-py"))
-    p.add_argument(
-        "--kubeconfig",
-        help="kubeconfig file; default: in-cluster credentials, else $KUBECONFIG or ~/.kube/config",
-    )
-    p.add_argument("--port", type=int, default=10443, help="HTTPS port of the extender")
-    p.add_argument(
-        "--cert-dir",
-        required=True,
-        help="folder with tls.crt and tls.key (reloaded when they change)",
-    )
-    p.add_argument("--url-prefix", default="/scheduler", help="the extender's urlPrefix path")
-    p.add_argument("--metrics-addr", default=":8081", help="/metrics, /healthz, /readyz")
-    p.add_argument(
-        "--load-aware-config",
-        help="YAML with Koordinator's LoadAwareSchedulingArgs fields (usageThresholds, "
-        "resourceWeights, estimatedScalingFactors, nodeMetricExpirationSeconds, ...)",
-    )
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_arguments(p, *TABLES)
     return p
+
+
+def options_from_args(args: argparse.Namespace) -> SchedulerOptions:
+    return load(SchedulerOptions, args)
 
 
 def extender_config(path: str | None) -> ExtenderConfig:
@@ -64,36 +94,37 @@ async def serve(args: argparse.Namespace) -> int:
     # Imported after argument parsing: --help and bad flags answer fast.
     from aiohttp import web  # noqa: PLC0415
 
-    from manager.kube.client import KubeApi, build_client  # noqa: PLC0415
-    from manager.probes import serve_probes  # noqa: PLC0415
+    from koordkube.client import KubeApi, build_client  # noqa: PLC0415
+    from koordkube.probes import serve_probes  # noqa: PLC0415
     from scheduler.server import ExtenderServer  # noqa: PLC0415
     from scheduler.state import InformerClusterView  # noqa: PLC0415
 
     log = logging.getLogger("koord-scheduler")
+    options = options_from_args(args)
     try:
-        config = extender_config(args.load_aware_config)
+        config = extender_config(options.load_aware_config)
     except (OSError, ValueError, yaml.YAMLError) as err:
         print(f"koord-scheduler: --load-aware-config: {err}", file=sys.stderr)
         return 2
-    folder = Path(args.cert_dir)
+    folder = options.cert_dir
     missing = [f for f in ("tls.crt", "tls.key") if not (folder / f).is_file()]
     if missing:
         print(f"koord-scheduler: no {' and '.join(missing)} in {folder}", file=sys.stderr)
         return 2
     try:
-        api = KubeApi(build_client(args.kubeconfig))
+        api = KubeApi(build_client(options.kubeconfig))
     except Exception as err:
         print(f"koord-scheduler: no Kubernetes credentials: {err}", file=sys.stderr)
         return 2
     view = InformerClusterView(api)
     server = ExtenderServer(
-        api, view, port=args.port, cert_dir=folder, prefix=args.url_prefix, config=config
+        api, view, port=options.port, cert_dir=folder, prefix=options.url_prefix, config=config
     )
     informers = [asyncio.create_task(i.run()) for i in view.informers]
     runner: web.AppRunner | None = None
-    if args.metrics_addr:
+    if options.metrics_addr:
         runner = await serve_probes(
-            args.metrics_addr, view.synced, lambda: requests_exposition(server.requests)
+            options.metrics_addr, view.synced, lambda: requests_exposition(server.requests)
         )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -125,9 +156,5 @@ def requests_exposition(requests: dict[str, int]) -> tuple[bytes, str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logsetup.configure(args.log_level)
     return asyncio.run(serve(args))

@@ -21,9 +21,9 @@ from typing import Any
 
 from aiohttp import web
 
-from manager.kube.client import KubeApi, update_with_retry
-from manager.kube.resources import object_key
-from manager.tlsreload import CertificateReloader
+from koordkube.client import KubeApi, update_with_retry
+from koordkube.resources import object_key
+from koordkube.tlsreload import CertificateReloader
 from scheduler import extender
 from scheduler.extender import DecisionCache, ExtenderArgsError, ExtenderConfig, ci_get
 from scheduler.state import InformerClusterView

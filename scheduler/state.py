@@ -16,10 +16,10 @@ from typing import Any
 
 from lightkube.resources.core_v1 import Node, Pod
 
-from manager.kube.client import KubeApi
-from manager.kube.informer import Informer
-from manager.kube.podindex import PodsByNode
-from manager.kube.resources import NodeMetric, object_key
+from koordkube.client import KubeApi
+from koordkube.informer import Informer
+from koordkube.podindex import PodsByNode
+from koordkube.resources import NodeMetric, object_key
 from scheduler import loadaware
 from scheduler.extender import scheduled_at
 

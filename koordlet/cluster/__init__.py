@@ -2,11 +2,12 @@
 
 Cluster mode is chosen when no ``--node-slo-file`` is given and either ``--kubeconfig`` names
 a file or the in-cluster service account is present (``KUBERNETES_SERVICE_HOST`` and the
-token file). In cluster mode the daemon builds one ``manager.kube.client.KubeApi`` and uses it
+token file). In cluster mode the daemon builds one ``koordkube.client.KubeApi`` and uses it
 for the NodeSLO and Node watch (``koordlet.cluster.nodeconfig``), the NodeMetric status
 reporter (``koordlet.cluster.reporter``) and evictions through the Eviction API
 (``koordlet.cluster.eviction``). Otherwise koordlet is standalone: the NodeSLO file, the
-NodeMetric JSON file and CRI container stops.
+NodeMetric JSON file and CRI container stops, or with ``--only-evict-by-api`` evictions through
+the Eviction API on a client of their own from the in-cluster service account.
 """
 
 from __future__ import annotations
@@ -18,14 +19,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from koordapi.errors import ModelError
-from koordlet.kubeclient import SERVICE_ACCOUNT
 
 if TYPE_CHECKING:
-    from manager.kube.client import KubeApi
+    from koordkube.client import KubeApi
+    from koordkube.eviction import EvictionAPI
 
 # Deciding the mode imports no Kubernetes client: standalone koordlet (the pre-installed
-# plugin above all, which containerd gives 5 s to register) does not pay for lightkube.
-SERVICE_ACCOUNT_DIR = str(SERVICE_ACCOUNT)
+# plugin above all, which containerd gives 5 s to register) does not pay for koordkube and
+# lightkube, so the well-known path is spelled here too (koordkube.client.SERVICE_ACCOUNT_DIR).
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 FIELD_MANAGER = "koordlet"
 
@@ -54,16 +56,36 @@ def cluster_mode(
     return kubeconfig is not None or in_cluster(environ, service_account_dir)
 
 
-def build_api(kubeconfig: Path | None) -> KubeApi:
+def build_api(
+    kubeconfig: Path | None, *, service_account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT_DIR
+) -> KubeApi:
     """The one API client of a cluster-mode koordlet (writes as field manager koordlet)."""
-    from manager.kube.client import KubeApi, build_client  # noqa: PLC0415 - cluster mode only
+    from koordkube.client import KubeApi, build_client  # noqa: PLC0415 - cluster mode only
 
     try:
-        client = build_client(kubeconfig)
+        client = build_client(kubeconfig, service_account_dir=service_account_dir)
     except Exception as err:  # lightkube's ConfigError, a missing or unreadable file, ...
         where = kubeconfig or "the in-cluster service account"
         raise ModelError(f"cannot build a Kubernetes client from {where}: {err}") from None
     return KubeApi(client, field_manager=FIELD_MANAGER)
+
+
+def build_eviction_api(
+    kube: KubeApi | None, *, service_account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT_DIR
+) -> EvictionAPI:
+    """The Eviction API client: on cluster mode's ``kube``, or without one (standalone with
+    ``--only-evict-by-api``) on a client of its own from the in-cluster service account.
+    ``bind`` it to the daemon's event loop before the first eviction."""
+    from koordkube.eviction import EvictionAPI  # noqa: PLC0415 - only when it is used
+
+    if kube is None:
+        if not in_cluster(service_account_dir=service_account_dir):
+            raise ModelError(
+                "--only-evict-by-api needs in-cluster Kubernetes credentials "
+                "(KUBERNETES_SERVICE_HOST and a service account token)"
+            )
+        kube = build_api(None, service_account_dir=service_account_dir)
+    return EvictionAPI(kube)
 
 
 async def cancel_and_wait(*tasks: asyncio.Task[None]) -> None:

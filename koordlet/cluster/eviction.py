@@ -1,55 +1,30 @@
-"""Evictions through the Eviction API over the cluster-mode ``KubeApi``.
+"""Eviction through the Eviction API: the evictor's backend when an API server decides.
 
-The QoS manager's strategies run in worker threads and call the evictor synchronously; the
-``KubeApi`` lives on the daemon's event loop. ``KubeApiEviction.evict`` hands the request to
-that loop and waits for its answer (at most ``timeout`` seconds). Results are those of
-``koordlet.executor.kubeapi.EvictionAPI``: 201 started, 429 blocked by a disruption budget,
-404/409 gone (or a different pod now), anything else failed.
+In cluster mode (and standalone with ``--only-evict-by-api``) the QoS manager's ``Evictor``
+asks the API server, which honours PodDisruptionBudgets, instead of stopping containers through
+CRI. The request goes through ``koordkube.eviction.EvictionAPI`` (201 started, 429 blocked by a
+disruption budget, 404/409 gone or a different pod now, anything else failed); this module
+turns its result into the backend's (done, detail). Imported only when it is used: it brings
+the Kubernetes client with it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-
-from koordlet.executor.kubeapi import (
-    EvictionAPI,
-    EvictionResult,
-    eviction_refused,
-    eviction_request,
-)
-from manager.kube.client import KubeApi, status_code
+from koordkube.eviction import EvictionAPI, EvictionResult
+from koordlet.states.pods import KnownPod
 
 
-class KubeApiEviction(EvictionAPI):
-    """``EvictionAPI`` on a ``KubeApi``; ``bind(loop)`` before the first eviction."""
+class EvictByAPI:
+    """Cluster eviction through the Eviction API (PodDisruptionBudgets apply)."""
 
-    def __init__(self, api: KubeApi, *, timeout: float = 10.0) -> None:
-        # No super().__init__(): this one needs no stdlib client or credentials.
+    def __init__(self, api: EvictionAPI) -> None:
         self.api = api
-        self.timeout = timeout
-        self.loop: asyncio.AbstractEventLoop | None = None
 
-    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-
-    def evict(self, namespace: str, name: str, uid: str) -> tuple[EvictionResult, str]:
-        if self.loop is None:
-            return EvictionResult.FAILED, "the Kubernetes client is not running yet"
-        future = asyncio.run_coroutine_threadsafe(self.evict_async(namespace, name, uid), self.loop)
-        try:
-            return future.result(self.timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            return EvictionResult.FAILED, f"no answer within {self.timeout}s"
-
-    async def evict_async(self, namespace: str, name: str, uid: str) -> tuple[EvictionResult, str]:
-        path, body = eviction_request(namespace, name, uid)
-        try:
-            await self.api._call("POST", path, body=body, write=True)
-        except Exception as err:
-            return eviction_refused(status_code(err), str(err)) or (
-                EvictionResult.FAILED,
-                repr(err),
-            )
-        return EvictionResult.STARTED, "accepted"
+    def __call__(self, known: KnownPod, message: str) -> tuple[bool, str]:
+        pod = known.request
+        result, detail = self.api.evict(pod.namespace, pod.name, pod.uid)
+        if result is EvictionResult.BLOCKED:
+            return False, f"blocked by a disruption budget: {detail}"
+        if result is EvictionResult.FAILED:
+            return False, detail
+        return True, f"eviction {result.value}: {detail}"

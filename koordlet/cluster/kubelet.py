@@ -47,6 +47,7 @@ from koordapi import pod as pod_model
 from koordapi.errors import QuantityError
 from koordapi.qos import KubeQoS
 from koordapi.quantity import milli_value, value
+from koordkube.client import SERVICE_ACCOUNT_DIR
 from koordlet.states.pods import (
     KUBE_QOS_DIRS_CGROUPFS,
     KUBE_QOS_DIRS_SYSTEMD,
@@ -54,7 +55,6 @@ from koordlet.states.pods import (
     KnownPod,
     PodStore,
 )
-from manager.kube.client import SERVICE_ACCOUNT_DIR
 from runtimehooks.request import ContainerRequest, ContainerResources, PodRequest, PodSpecFacts
 
 log = logging.getLogger(__name__)

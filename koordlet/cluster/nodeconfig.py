@@ -21,11 +21,11 @@ import threading
 from lightkube.resources.core_v1 import Node
 
 from koordapi.errors import ModelError
+from koordkube.client import KubeApi
+from koordkube.informer import Informer
+from koordkube.resources import NodeSLO, Object
 from koordlet.cluster import cancel_and_wait
 from koordlet.states.nodeconfig import NodeConfig, build_node_config
-from manager.kube.client import KubeApi
-from manager.kube.informer import Informer
-from manager.kube.resources import NodeSLO, Object
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from koordapi.duration import parse_go_duration
+from koordkube.client import KubeApi, is_already_exists, is_not_found, status_code
+from koordkube.informer import Informer
+from koordkube.resources import NodeMetric, Object
 from koordlet.cluster import cancel_and_wait
-from manager.kube.client import KubeApi, is_already_exists, is_not_found, status_code
-from manager.kube.informer import Informer
-from manager.kube.resources import NodeMetric, Object
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ import logging
 from lightkube.resources.core_v1 import Node
 
 from koordapi import keys
+from koordkube.client import KubeApi
+from koordkube.informer import Informer
 from koordlet.states.topology import Topology
-from manager.kube.client import KubeApi
-from manager.kube.informer import Informer
 
 log = logging.getLogger(__name__)
 

@@ -94,3 +94,10 @@ class CollectorRunner:
 
     async def run(self) -> None:
         await asyncio.gather(*(self._loop(c) for c in self.collectors))
+
+    def close(self) -> None:
+        """Release what collectors hold open (the network collector's netlink socket)."""
+        for collector in self.collectors:
+            close = getattr(collector, "close", None)
+            if callable(close):
+                close()

@@ -9,7 +9,8 @@ terminating counts as released without being evicted again.
 The ``Evictor`` does the eviction with a backend: standalone koordlet stops the pod's
 containers through CRI (``StopContainers``; Koordinator's default, ``--only-evict-by-api``
 false); in a cluster the Eviction API asks the API server, which honours PodDisruptionBudgets
-(``EvictByAPI``). Each eviction is an audit action with its reason, a log line and a metric.
+(``koordlet.cluster.eviction.EvictByAPI``, imported only then). Each eviction is an audit
+action with its reason, a log line and a metric.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from koordapi import annotation, keys, qos
 from koordapi.errors import ModelError
 from koordapi.features import FeatureGates
 from koordlet.executor.cri import CRIError, CRIRuntime
-from koordlet.executor.kubeapi import EvictionAPI, EvictionResult
 from koordlet.metrics import KoordletMetrics
 from koordlet.qosmanager.audit import Action
 from koordlet.qosmanager.framework import Context
@@ -88,22 +88,6 @@ class StopContainers:
         if problems:
             return False, "; ".join(problems)
         return True, f"stopped {len(known.containers)} containers through CRI"
-
-
-class EvictByAPI:
-    """Cluster eviction through the Eviction API (PodDisruptionBudgets apply)."""
-
-    def __init__(self, api: EvictionAPI) -> None:
-        self.api = api
-
-    def __call__(self, known: KnownPod, message: str) -> tuple[bool, str]:
-        pod = known.request
-        result, detail = self.api.evict(pod.namespace, pod.name, pod.uid)
-        if result is EvictionResult.BLOCKED:
-            return False, f"blocked by a disruption budget: {detail}"
-        if result is EvictionResult.FAILED:
-            return False, detail
-        return True, f"eviction {result.value}: {detail}"
 
 
 class Evictor:

@@ -15,7 +15,7 @@ from typing import Any
 
 from lightkube.resources.core_v1 import Event
 
-from manager.kube.client import KubeApi
+from koordkube.client import KubeApi
 
 log = logging.getLogger(__name__)
 

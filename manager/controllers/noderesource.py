@@ -18,9 +18,10 @@ from collections.abc import Callable
 
 from lightkube.resources.core_v1 import Node
 
+from koordapi.explanation import ANNOTATION_NODE_RESOURCE_EXPLANATION
+from koordkube.client import KubeApi, is_not_found
 from manager.colocation import strategy_for_node
 from manager.controllers.state import ClusterState
-from manager.kube.client import KubeApi, is_not_found
 from manager.metrics import ManagerMetrics
 from manager.noderesource.calculator import NodeResourceResult, calculate
 from manager.noderesource.patch import status_patch
@@ -30,8 +31,6 @@ from manager.noderesource.sync import need_sync
 log = logging.getLogger(__name__)
 
 NAME = "noderesource"
-# Ours (not Koordinator's): how each managed resource on this node was last computed.
-ANNOTATION_EXPLANATION = "koordinator-py.io/node-resource-explanation"
 RECHECK_SECONDS = 60.0
 
 
@@ -87,7 +86,7 @@ class NodeResourceController:
             return RECHECK_SECONDS
         patch = status_patch(node, result)
         annotations = patch.setdefault("metadata", {}).setdefault("annotations", {})
-        annotations[ANNOTATION_EXPLANATION] = explanation(result, why, now)
+        annotations[ANNOTATION_NODE_RESOURCE_EXPLANATION] = explanation(result, why, now)
         try:
             await self.api.patch(Node, name, patch, subresource="status")
         except Exception as err:

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from koordapi.duration import format_go_duration, parse_go_duration
+from koordkube.client import KubeApi, create_or_update, is_not_found
+from koordkube.resources import NodeMetric, NodeSLO
 from manager.colocation import ColocationStrategy, strategy_for_node
 from manager.controllers.events import EventRecorder
 from manager.controllers.state import ClusterState
-from manager.kube.client import KubeApi, create_or_update, is_not_found
-from manager.kube.resources import NodeMetric, NodeSLO
 from manager.metrics import ManagerMetrics
 from manager.nodeslo import needs_update, node_slo_object
 from manager.sloconfig import render_node_slo

@@ -14,12 +14,12 @@ from typing import Any
 from lightkube.resources.core_v1 import ConfigMap, Namespace, Node, Pod
 from lightkube.resources.scheduling_v1 import PriorityClass
 
+from koordkube.client import KubeApi
+from koordkube.informer import Informer
+from koordkube.podindex import PodsByNode
+from koordkube.resources import ClusterColocationProfile, NodeMetric, NodeSLO
 from manager.colocation import ColocationConfig, parse_colocation_config
 from manager.errors import ConfigError
-from manager.kube.client import KubeApi
-from manager.kube.informer import Informer
-from manager.kube.podindex import PodsByNode
-from manager.kube.resources import ClusterColocationProfile, NodeMetric, NodeSLO
 from manager.sloconfig import COLOCATION_CONFIG
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from manager.tlsreload import CertificateReloader
+from koordkube.tlsreload import CertificateReloader
 from manager.webhooks import configmap_validating, pod_mutating, pod_validating
 from manager.webhooks.admission import (
     AdmissionRequest,

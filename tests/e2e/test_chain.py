@@ -19,10 +19,10 @@ from typing import Any
 
 from koordapi import keys
 from koordapi.quantity import parse_quantity
+from koordkube.testing import FakeKubeAPI
 from koordlet import chain
 from koordlet.ctl import fetch
 from manager.app import Manager, ManagerOptions
-from manager.testing import FakeKubeAPI
 from scheduler import extender
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess

@@ -135,7 +135,7 @@ def test_a_be_hog_on_the_same_cpu_raises_the_lsr_pods_wait(node: Node) -> None:
         shared_mean = series(koordlet, "pod_runq_latency_mean", uid, "8s", "avg")
         shared_waits = waits(koordlet, uid, "8s")
         screen = api(koordlet, "/api/v1/inspect")
-        print("\n" + render_inspect(screen))  # the README's koordctl inspect screen
+        print("\n" + render_inspect(screen))  # the koordctl inspect screen in docs/ebpf.md
         assert {p["uid"] for p in screen["pods"]} >= {uid, node.pods[be_id].uid}
 
         print(f"\nLS run-queue wait (us) alone -> beside the BE hog: p50 {alone} -> {shared}, "

@@ -5,8 +5,8 @@
 * Memory eviction: a BE container allocating memory past a low threshold is stopped through
   CRI while the LS container keeps running.
 
-Each test prints the koordlet log lines of the QoS actions (``-s`` shows them): the README's
-"how batch work yields" trace comes from these runs.
+Each test prints the koordlet log lines of the QoS actions (``-s`` shows them): the trace in
+docs/qos-manager.md ("how batch work yields") comes from these runs.
 """
 
 from __future__ import annotations

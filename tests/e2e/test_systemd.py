@@ -158,7 +158,7 @@ def test_the_service_registers_is_watched_restarts_and_applies_batch_values(
          "--addr", f"127.0.0.1:{koordlet.port}"],
         capture_output=True, text=True, timeout=scaled(120), check=False,
     )  # fmt: skip
-    print("\n" + doctor.stdout)  # the README's doctor screen for a v2 systemd node
+    print("\n" + doctor.stdout)  # docs/install.md's doctor screen, for a v2 systemd node
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert not [line for line in doctor.stdout.splitlines() if line.startswith("FAIL")]
     assert "kubepods.slice (systemd driver)" in doctor.stdout

@@ -16,13 +16,13 @@ import yaml
 
 from koordapi.features import DEFAULTS as FEATURE_GATES
 from koordapi.nodeslo import NodeSLOSpec
+from koordkube.eviction import EvictionAPI
+from koordkube.testing import FakeKubeAPI
 from koordlet.cli import build_parser, config_from_args
 from koordlet.cluster import cancel_and_wait
-from koordlet.cluster.eviction import KubeApiEviction
 from koordlet.cluster.nodeconfig import NodeConfigInformer
 from koordlet.cluster.reporter import NodeMetricReporter
 from koordlet.cluster.topology import TopologyPublisher
-from manager.testing import FakeKubeAPI
 from tests.unit.charts import helm
 from tests.unit.charts.conftest import (
     CUSTOM_NODE_SELECTOR,
@@ -320,7 +320,7 @@ def koordlet_calls() -> list[tuple[str, str]]:
             await asyncio.sleep(0.02)
         publisher = TopologyPublisher(api, "node-1", '{"detail": []}', config.nodes)
         assert await publisher.publish_once()
-        eviction = KubeApiEviction(api)
+        eviction = EvictionAPI(api)
         await eviction.evict_async("default", "batch-0", "uid-1")
         await cancel_and_wait(*tasks)
         assert reporter.reports >= 2 and reporter.created

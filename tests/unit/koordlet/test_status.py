@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from koordapi import keys
+from koordapi.explanation import ANNOTATION_NODE_RESOURCE_EXPLANATION
 from koordlet import chain, ctl
-from manager.controllers.noderesource import ANNOTATION_EXPLANATION
 
 LOCAL_NODE: dict[str, Any] = {
     "name": "node-1",
@@ -45,7 +45,7 @@ CLUSTER: dict[str, Any] = {
     "node": {
         "metadata": {
             "name": "node-1",
-            "annotations": {ANNOTATION_EXPLANATION: json.dumps(EXPLANATION)},
+            "annotations": {ANNOTATION_NODE_RESOURCE_EXPLANATION: json.dumps(EXPLANATION)},
         },
         "status": {
             "capacity": {"cpu": "2", "memory": "4Gi"},
@@ -76,7 +76,7 @@ def local_status(**more: Any) -> dict[str, Any]:
 
 
 def test_the_annotation_is_koord_managers() -> None:
-    assert chain.EXPLANATION_ANNOTATION == ANNOTATION_EXPLANATION
+    assert chain.EXPLANATION_ANNOTATION == ANNOTATION_NODE_RESOURCE_EXPLANATION
 
 
 def test_without_api_access_it_shows_koordlets_part_and_says_what_is_missing() -> None:
@@ -128,7 +128,9 @@ def test_absent_objects_and_unreachable_parts_are_said() -> None:
     assert "  koordlet not reachable: cannot reach koordlet" in text
     assert "  API server: none" in text
     assert "  Node not found" in text and "  NodeSLO not found" in text
-    node = {"metadata": {"name": "n", "annotations": {ANNOTATION_EXPLANATION: "{bad"}}}
+    node = {
+        "metadata": {"name": "n", "annotations": {ANNOTATION_NODE_RESOURCE_EXPLANATION: "{bad"}}
+    }
     broken = chain.render(chain.assemble(node_name="n", cluster={"node": node}))
     assert "  unreadable explanation: {bad" in broken
     unwritten = chain.render(chain.assemble(node_name="n", cluster={"node": {"metadata": {}}}))

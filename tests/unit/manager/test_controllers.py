@@ -15,12 +15,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from koordapi import keys
+from koordapi.explanation import ANNOTATION_NODE_RESOURCE_EXPLANATION, render_node_explanation
+from koordkube.testing import FakeKubeAPI
 from manager.app import Manager, ManagerOptions
-from manager.controllers.noderesource import ANNOTATION_EXPLANATION
 from manager.controllers.nodeslo import go_duration
-from manager.explain import render_node_explanation
-from manager.testing import FakeKubeAPI
-from tests.unit.manager.kube.fakes import eventually, run
+from tests.unit.koordkube.fakes import eventually, run
 from tests.unit.manager.test_noderesource import hp_pods, make_metric, make_node
 
 NS = "koordinator-system"
@@ -92,7 +91,7 @@ def test_batch_resources_are_published_with_their_explanation() -> None:
             assert status[section][keys.BATCH_MEMORY] == "98Gi"
         node = api.get("Node", "node-1")
         assert node is not None
-        why = json.loads(node["metadata"]["annotations"][ANNOTATION_EXPLANATION])
+        why = json.loads(node["metadata"]["annotations"][ANNOTATION_NODE_RESOURCE_EXPLANATION])
         assert why["resources"][keys.BATCH_CPU].startswith(
             f"{keys.BATCH_CPU} 37000 = capacity 100 - margin 40 (60% reclaim)"
         )
@@ -182,7 +181,7 @@ def test_configmap_changes_reach_every_node_and_invalid_keys_keep_the_last_good(
         assert keys.BATCH_MEMORY not in status["capacity"]
         node = api.get("Node", "node-1")
         assert node is not None
-        why = json.loads(node["metadata"]["annotations"][ANNOTATION_EXPLANATION])
+        why = json.loads(node["metadata"]["annotations"][ANNOTATION_NODE_RESOURCE_EXPLANATION])
         assert "DisableInConfig" in why["reason"]
 
     run(scenario())

@@ -22,10 +22,11 @@ import pytest
 import trustme
 
 from koordapi import keys
-from manager.testing import FakeKubeAPI
+from koordkube.testing import FakeKubeAPI
+from scheduler.cli import requests_exposition
 from scheduler.server import ExtenderServer
 from scheduler.state import InformerClusterView
-from tests.unit.manager.kube.fakes import eventually, run
+from tests.unit.koordkube.fakes import eventually, run
 from tests.unit.scheduler.objects import ht_topology, lsr_pod, make_metric, make_node, make_pod
 
 SERVER_NAME = "koord-scheduler.koordinator-system.svc"
@@ -268,3 +269,13 @@ def test_bind_of_an_unknown_pod_is_an_error_not_a_crash(certs: tuple[Path, trust
         assert "nope" in reply["Error"]
 
     run(scenario())
+
+
+def test_the_request_counts_are_exposed_per_verb() -> None:
+    body, content_type = requests_exposition({"filter": 3, "bind": 1})
+    assert content_type == "text/plain; charset=utf-8"
+    assert body.decode().splitlines() == [
+        "# TYPE koord_scheduler_extender_requests_total counter",
+        'koord_scheduler_extender_requests_total{verb="bind"} 1',
+        'koord_scheduler_extender_requests_total{verb="filter"} 3',
+    ]

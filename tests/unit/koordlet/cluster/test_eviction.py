@@ -1,49 +1,140 @@
-"""Evictions through the Eviction API, from a strategy's worker thread, on the fake API."""
+"""koordlet's Eviction API backend: the evictor's answers from koordkube's EvictionAPI, on the
+fake API server from a strategy's worker thread, and where its client comes from."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import ssl
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
 
-from koordlet.cluster.eviction import KubeApiEviction
-from koordlet.executor.kubeapi import EvictionResult
-from manager.testing import FakeKubeAPI
+import pytest
+import trustme
+
+from koordapi.errors import ModelError
+from koordkube.eviction import EvictionAPI
+from koordkube.testing import FakeKubeAPI
+from koordlet.cluster import build_eviction_api
+from koordlet.cluster.eviction import EvictByAPI
+from tests.unit.koordlet.qosmanager.fakes import known_pod
 
 
-def pod(name: str) -> dict[str, object]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "jobs"}}
+def pod(name: str, uid: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": uid},
+    }
 
 
-def test_eviction_outcomes_started_blocked_and_gone() -> None:
-    async def scenario() -> list[tuple[EvictionResult, str]]:
+def test_the_backend_answers_started_blocked_and_gone() -> None:
+    async def scenario() -> list[tuple[bool, str]]:
         fake = FakeKubeAPI()
-        fake.seed(pod("a"), pod("b"), pod("c"))
-        uids = {n: fake.get("Pod", n, "jobs")["metadata"]["uid"] for n in "abc"}  # type: ignore[index]
-        fake.blocked_evictions.add("jobs/b")
-        eviction = KubeApiEviction(fake.kube_api())
+        fake.seed(pod("a", "uid-a"), pod("b", "uid-b"), pod("c", "an-older-c"))
+        fake.blocked_evictions.add("default/b")
+        eviction = EvictionAPI(fake.kube_api())
         eviction.bind(asyncio.get_running_loop())
-        # The QoS manager calls from a worker thread while the loop serves the client.
-        results = [
-            await asyncio.to_thread(eviction.evict, "jobs", "a", uids["a"]),
-            await asyncio.to_thread(eviction.evict, "jobs", "b", uids["b"]),
-            await asyncio.to_thread(eviction.evict, "jobs", "c", "another-pods-uid"),
-            await asyncio.to_thread(eviction.evict, "jobs", "gone", "x"),
-        ]
-        assert fake.get("Pod", "a", "jobs") is None  # evicted
-        assert fake.get("Pod", "b", "jobs") is not None  # the budget held it
-        assert fake.get("Pod", "c", "jobs") is not None  # a different pod by that name
-        return results
+        backend = EvictByAPI(eviction)
+        answers = [await asyncio.to_thread(backend, known_pod(name), "because") for name in "abc"]
+        assert fake.get("Pod", "a") is None
+        assert fake.get("Pod", "b") is not None and fake.get("Pod", "c") is not None
+        return answers
 
-    results = asyncio.run(scenario())
-    assert [r for r, _ in results] == [
-        EvictionResult.STARTED,
-        EvictionResult.BLOCKED,
-        EvictionResult.GONE,
-        EvictionResult.GONE,
-    ]
-    assert "disruption budget" in results[1][1]
+    (a, b, c) = asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert a == (True, "eviction started: accepted")
+    assert b[0] is False and b[1].startswith("blocked by a disruption budget: Cannot evict")
+    assert c[0] is True and c[1].startswith("eviction gone: Operation cannot be fulfilled")
 
 
-def test_without_a_running_client_an_eviction_fails_cleanly() -> None:
-    eviction = KubeApiEviction(FakeKubeAPI().kube_api())
-    result, why = eviction.evict("jobs", "a", "u")
-    assert result is EvictionResult.FAILED and "not running" in why
+def test_cluster_mode_evicts_through_its_client() -> None:
+    kube = FakeKubeAPI().kube_api()
+    assert build_eviction_api(kube).api is kube
+
+
+def test_only_evict_by_api_needs_in_cluster_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(ModelError, match="--only-evict-by-api needs in-cluster"):
+        build_eviction_api(None)
+
+
+# -- standalone with --only-evict-by-api: the service account over HTTPS -----------------------
+
+
+class APIServer:
+    """An HTTPS server posing as the API server: answers every POST with 201, records it."""
+
+    def __init__(self, tls: ssl.SSLContext) -> None:
+        self.seen: list[tuple[str, dict[str, str], Any]] = []
+        seen = self.seen
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                seen.append(
+                    (self.path, dict(self.headers.items()), json.loads(self.rfile.read(length)))
+                )
+                reply = b'{"kind": "Status", "status": "Success"}'
+                self.send_response(201)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+@pytest.fixture
+def service_account(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Path, APIServer]]:
+    ca = trustme.CA()
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(tls)
+    server = APIServer(tls)
+    folder = tmp_path / "serviceaccount"
+    folder.mkdir()
+    (folder / "token").write_text("sa-token\n")
+    (folder / "namespace").write_text("koordinator-system\n")
+    ca.cert_pem.write_to_path(str(folder / "ca.crt"))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(server.port))
+    try:
+        yield folder, server
+    finally:
+        server.close()
+
+
+def test_only_evict_by_api_evicts_with_the_service_account(
+    service_account: tuple[Path, APIServer],
+) -> None:
+    folder, server = service_account
+
+    async def scenario() -> tuple[bool, str]:
+        eviction = build_eviction_api(None, service_account_dir=folder)
+        eviction.bind(asyncio.get_running_loop())
+        try:
+            return await asyncio.to_thread(EvictByAPI(eviction), known_pod("p"), "because")
+        finally:
+            await eviction.api.client.close()
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 10)) == (True, "eviction started: accepted")
+    ((path, headers, body),) = server.seen
+    assert path == "/api/v1/namespaces/default/pods/p/eviction?fieldManager=koordlet"
+    assert headers["Authorization"] == "Bearer sa-token"
+    assert body["deleteOptions"] == {"preconditions": {"uid": "uid-p"}}

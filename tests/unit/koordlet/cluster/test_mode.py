@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 from koordapi.errors import ModelError
+from koordkube.eviction import EvictionAPI, EvictionResult
+from koordkube.testing import FakeKubeAPI
 from koordlet.cli import build_parser, config_from_args
 from koordlet.cluster import build_api, cluster_mode, in_cluster
-from koordlet.cluster.eviction import KubeApiEviction
-from koordlet.executor.kubeapi import EvictionResult
-from manager.testing import FakeKubeAPI
 
 IN_CLUSTER = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
 
@@ -60,11 +59,11 @@ def test_an_unreadable_kubeconfig_is_a_model_error(tmp_path: Path) -> None:
 
 def test_eviction_over_the_kube_api() -> None:
     async def scenario() -> None:
-        eviction = KubeApiEviction(FakeKubeAPI().kube_api(), timeout=2)
+        eviction = EvictionAPI(FakeKubeAPI().kube_api(), timeout=2)
         result, _ = await asyncio.to_thread(eviction.evict, "ns", "p", "uid-1")
         assert result is EvictionResult.FAILED  # not bound to the loop yet
         eviction.bind(asyncio.get_running_loop())
-        # The fake has no eviction subresource: 404, as for a pod that is gone.
+        # No such pod on the fake: 404, gone.
         result, _ = await asyncio.to_thread(eviction.evict, "ns", "p", "uid-1")
         assert result is EvictionResult.GONE
 

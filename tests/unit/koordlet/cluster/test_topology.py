@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from koordapi import keys
+from koordkube.testing import FakeKubeAPI
 from koordlet.cluster.topology import TopologyPublisher, cpu_topology_annotation
 from koordlet.states.topology import Processor, Topology
-from manager.testing import FakeKubeAPI
 from scheduler.cputopology import parse_cpu_topology
 
 # 2 sockets x 2 cores x 2 threads: CPU c and c + 4 are siblings.

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from koordapi import keys
+from koordkube.eviction import EvictionAPI, EvictionResult
+from koordkube.testing import FakeKubeAPI
+from koordlet.cluster.eviction import EvictByAPI
 from koordlet.executor.cri import CRIError, CRIRuntime
-from koordlet.executor.kubeapi import EvictionAPI, EvictionResult
-from koordlet.kubeclient import KubeCredentials
 from koordlet.metrics import KoordletMetrics
 from koordlet.qosmanager.eviction import (
     REMEMBER_SECONDS,
     Candidate,
-    EvictByAPI,
     Evictor,
     EvictTask,
     StopContainers,
@@ -281,7 +281,7 @@ def test_stop_containers_of_a_pod_without_containers_fails() -> None:
 
 class FakeAPI(EvictionAPI):
     def __init__(self, result: EvictionResult, detail: str) -> None:
-        super().__init__(KubeCredentials("http://127.0.0.1:1"))
+        super().__init__(FakeKubeAPI().kube_api())
         self.result = result
         self.detail = detail
         self.asked: list[tuple[str, str, str]] = []

@@ -1,0 +1,542 @@
+"""The lightkube client of every component and dict-in, dict-out calls through it.
+
+``build_client`` makes a lightkube ``AsyncClient`` from a kubeconfig or the in-cluster service
+account (``in_cluster_config``). ``KubeApi`` sends plain JSON dicts through that client's HTTP
+connection (auth, TLS, base URL) and returns the server's JSON unchanged: no model decoding, so
+no field a newer API server adds is dropped on a read-modify-write, and timestamps keep the
+exact format written (a Lease's MicroTime needs six fractional digits, which lightkube's
+datetime encoding omits when the microseconds are zero). Errors are lightkube's ``ApiError``
+(``.status`` is the server's Status), or ``httpx2`` errors for transport failures.
+
+``update_with_retry`` and ``create_or_update`` are the optimistic-concurrency loops
+controllers use for writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import os
+import random
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar, cast
+
+import httpx2
+from lightkube import ApiError, AsyncClient, ConfigError, KubeConfig
+from lightkube.config.models import Cluster, User
+from lightkube.core import resource as lkres
+from lightkube.models import meta_v1
+from lightkube.types import PatchType
+
+from koordkube.resources import Object, is_namespaced, with_type_meta
+
+log = logging.getLogger(__name__)
+
+FIELD_MANAGER = "koord-manager"
+"""The default field manager (koord-manager and koord-scheduler write as it; koordlet passes
+its own)."""
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+WATCH_READ_MARGIN = 30.0
+"""Seconds a watch may stay silent past its timeoutSeconds before the connection counts as dead."""
+
+T = TypeVar("T")
+JSONPatch = Mapping[str, Any] | list[Any]
+"""A merge patch (object) or a JSON patch (list of operations)."""
+
+
+class RetryError(Exception):
+    """A retried API call gave up; ``__cause__`` is the last error."""
+
+
+# -- building the client ---------------------------------------------------------------------
+
+
+def build_client(
+    kubeconfig: str | os.PathLike[str] | None = None,
+    *,
+    context: str | None = None,
+    service_account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT_DIR,
+    timeout: float = 10.0,
+) -> AsyncClient:
+    """Return a lightkube AsyncClient writing as field manager ``koord-manager``.
+
+    With ``kubeconfig`` the file is used (``context`` picks a context); without it the
+    in-cluster service account is used when ``KUBERNETES_SERVICE_HOST`` is set, else
+    ``$KUBECONFIG`` or ``~/.kube/config``, as kubectl does. lightkube's ``ConfigError`` when
+    the chosen source has no usable credentials.
+    """
+    if kubeconfig is not None:
+        config = KubeConfig.from_file(kubeconfig).get(context)
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        in_cluster = in_cluster_config(service_account_dir)
+        if in_cluster is None:
+            raise ConfigError(f"no service account token in {service_account_dir}")
+        config = in_cluster.get()
+    else:
+        path = os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
+        config = KubeConfig.from_file(path).get(context)
+    return AsyncClient(config, timeout=httpx2.Timeout(timeout), field_manager=FIELD_MANAGER)
+
+
+def in_cluster_config(
+    service_account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT_DIR,
+    environ: Mapping[str, str] | None = None,
+) -> KubeConfig | None:
+    """The pod's service account as a kubeconfig, or None outside a cluster (no
+    ``KUBERNETES_SERVICE_HOST`` or no token file).
+
+    The server is ``https://HOST:PORT`` (an IPv6 host in brackets, the port 443 when
+    ``KUBERNETES_SERVICE_PORT`` is unset); the CA is ``ca.crt`` when the folder has one, else
+    the system's trusted certificates; the token file is read again for every request, so a
+    rotated (bound) token is picked up.
+    """
+    env = os.environ if environ is None else environ
+    host = env.get("KUBERNETES_SERVICE_HOST")
+    account = Path(service_account_dir)
+    token_file = account / "token"
+    if not host or not token_file.is_file():
+        return None
+    host = f"[{host}]" if ":" in host else host
+    port = env.get("KUBERNETES_SERVICE_PORT") or "443"
+    ca, namespace = account / "ca.crt", account / "namespace"
+    return KubeConfig.from_one(
+        cluster=Cluster(
+            server=f"https://{host}:{port}",
+            certificate_auth=str(ca) if ca.is_file() else None,
+        ),
+        user=User(token=token_file.read_text().strip(), token_file=str(token_file)),
+        namespace=namespace.read_text().strip() if namespace.is_file() else "default",
+    )
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+def status_code(exc: BaseException) -> int | None:
+    """Return the HTTP status an API call failed with, or None for a transport error."""
+    if isinstance(exc, ApiError) and exc.status is not None and exc.status.code:
+        return int(exc.status.code)
+    if isinstance(exc, httpx2.HTTPStatusError) and exc.response is not None:
+        return exc.response.status_code
+    return None
+
+
+def reason(exc: BaseException) -> str | None:
+    """Return the Status reason (``NotFound``, ``Conflict``, ``AlreadyExists``, ``Expired``...)."""
+    if isinstance(exc, ApiError) and exc.status is not None:
+        return exc.status.reason
+    return None
+
+
+def is_not_found(exc: BaseException) -> bool:
+    return status_code(exc) == 404
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """True for a stale resourceVersion on update (not for AlreadyExists on create)."""
+    return status_code(exc) == 409 and reason(exc) != "AlreadyExists"
+
+
+def is_already_exists(exc: BaseException) -> bool:
+    return status_code(exc) == 409 and reason(exc) == "AlreadyExists"
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True for throttling (429), server errors (5xx) and lost connections."""
+    if isinstance(exc, httpx2.TransportError):
+        return True
+    code = status_code(exc)
+    return code is not None and (code == 429 or code >= 500)
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Return the server's ``retryAfterSeconds`` hint (sent with 429 and some 5xx)."""
+    if isinstance(exc, ApiError) and exc.status is not None and exc.status.details is not None:
+        seconds = exc.status.details.retryAfterSeconds
+        return float(seconds) if seconds else None
+    return None
+
+
+def _raise_for_status(response: httpx2.Response) -> None:
+    if response.status_code < 400:
+        return
+    if response.headers.get("content-type", "").startswith("application/json"):
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and body.get("kind") == "Status":
+            raise ApiError(request=response.request, response=response)
+    response.raise_for_status()
+
+
+# -- dict-level API --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ObjectList:
+    """A LIST result: the items (with apiVersion/kind filled) and the list's resourceVersion."""
+
+    items: list[Object]
+    resource_version: str
+
+
+class KubeApi:
+    """JSON dicts in and out through a lightkube AsyncClient's connection.
+
+    ``res`` arguments are lightkube resource classes (``Node``, ``Pod``, ``NodeMetric``...) and
+    only name the endpoint. Namespaced kinds need an explicit namespace for single objects
+    (``create`` and ``replace`` read it from the object); ``list``/``watch`` without one span
+    all namespaces::
+
+        api = KubeApi(build_client())
+        node = await api.get(Node, "node-1")
+        await api.patch(Node, "node-1", {"status": {...}}, subresource="status")
+    """
+
+    def __init__(self, client: AsyncClient, *, field_manager: str = FIELD_MANAGER) -> None:
+        self.client = client
+        self.field_manager = field_manager
+        # lightkube 1.0 keeps its configured httpx2 client (base URL, auth, TLS) here; this is
+        # the one private attribute koordkube touches, and the unit tests go through it.
+        self._http: httpx2.AsyncClient = client._client._client
+
+    async def get(
+        self,
+        res: type[lkres.Resource],
+        name: str,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> Object:
+        path = _path(res, namespace=namespace, name=name, subresource=subresource)
+        return await self._call("GET", path)
+
+    async def list(
+        self,
+        res: type[lkres.Resource],
+        *,
+        namespace: str | None = None,
+        labels: str | None = None,
+        fields: str | None = None,
+    ) -> ObjectList:
+        """LIST with optional label/field selectors in Kubernetes syntax (``a=b,c!=d``)."""
+        params = _selectors(labels, fields)
+        body = await self._call("GET", _path(res, namespace=namespace, listing=True), params=params)
+        items = [with_type_meta(res, item) for item in body.get("items") or []]
+        return ObjectList(items, str((body.get("metadata") or {}).get("resourceVersion", "")))
+
+    async def create(
+        self, res: type[lkres.Resource], obj: Mapping[str, Any], *, namespace: str | None = None
+    ) -> Object:
+        body = with_type_meta(res, copy.deepcopy(dict(obj)))
+        namespace = namespace or (body.get("metadata") or {}).get("namespace")
+        if is_namespaced(res) and not namespace:
+            raise ValueError(f"{res.__name__} is namespaced: a namespace is required")
+        path = _path(res, namespace=namespace, listing=True)
+        return await self._call("POST", path, body=body, write=True)
+
+    async def replace(
+        self, res: type[lkres.Resource], obj: Mapping[str, Any], *, subresource: str | None = None
+    ) -> Object:
+        """PUT ``obj``; its ``metadata.resourceVersion`` makes the write conditional."""
+        body = with_type_meta(res, copy.deepcopy(dict(obj)))
+        meta = body.get("metadata") or {}
+        path = _path(
+            res, namespace=meta.get("namespace"), name=meta.get("name"), subresource=subresource
+        )
+        return await self._call("PUT", path, body=body, write=True)
+
+    async def patch(
+        self,
+        res: type[lkres.Resource],
+        name: str,
+        patch: JSONPatch,
+        *,
+        namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+        subresource: str | None = None,
+    ) -> Object:
+        path = _path(res, namespace=namespace, name=name, subresource=subresource)
+        return await self._call(
+            "PATCH", path, body=patch, write=True, content_type=patch_type.value
+        )
+
+    async def bind_pod(
+        self, namespace: str, name: str, node: str, *, uid: str | None = None
+    ) -> Object:
+        """POST a Binding to ``pods/NAME/binding`` (what a scheduler does to place a pod);
+        ``uid`` makes it conditional on the pod still being the one decided for."""
+        from lightkube.resources.core_v1 import Pod  # noqa: PLC0415 - one kind, one use
+
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+        if uid:
+            metadata["uid"] = uid
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": metadata,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        return await self.create_subresource(Pod, name, "binding", body, namespace=namespace)
+
+    async def create_subresource(
+        self,
+        res: type[lkres.Resource],
+        name: str,
+        subresource: str,
+        body: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+    ) -> Object:
+        """POST ``body`` to a subresource of one object (``pods/NAME/binding``,
+        ``pods/NAME/eviction``)."""
+        path = _path(res, namespace=namespace, name=name, subresource=subresource)
+        return await self._call("POST", path, body=body, write=True)
+
+    async def delete(
+        self, res: type[lkres.Resource], name: str, *, namespace: str | None = None
+    ) -> None:
+        await self._call("DELETE", _path(res, namespace=namespace, name=name))
+
+    async def watch(
+        self,
+        res: type[lkres.Resource],
+        *,
+        namespace: str | None = None,
+        labels: str | None = None,
+        fields: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+    ) -> AsyncGenerator[tuple[str, Object], None]:
+        """Yield (type, object) for one WATCH request until the server ends it.
+
+        An ERROR event is raised as ``ApiError`` (410 Expired when ``resource_version`` is
+        older than the server keeps). lightkube's own watch is not used: in 1.0.1 it cannot ask
+        for bookmarks and decodes into models.
+        """
+        params = _selectors(labels, fields)
+        params["watch"] = "true"
+        if allow_bookmarks:
+            params["allowWatchBookmarks"] = "true"
+        if resource_version:
+            params["resourceVersion"] = resource_version
+        read: float | None = None
+        if timeout_seconds is not None:
+            params["timeoutSeconds"] = str(timeout_seconds)
+            read = timeout_seconds + WATCH_READ_MARGIN
+        path = _path(res, namespace=namespace, listing=True)
+        request = self._http.build_request(
+            "GET", path, params=params, timeout=httpx2.Timeout(10.0, read=read)
+        )
+        response = await self._http.send(request, stream=True)
+        try:
+            if response.status_code >= 400:
+                await response.aread()
+                _raise_for_status(response)
+            async for line in response.aiter_lines():
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                kind, obj = event.get("type", ""), event.get("object") or {}
+                if kind == "ERROR":
+                    raise ApiError(status=cast(meta_v1.Status, meta_v1.Status.from_dict(obj)))
+                yield kind, obj
+        finally:
+            await response.aclose()
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: Any = None,
+        write: bool = False,
+        content_type: str = "application/json",
+    ) -> Object:
+        params = dict(params or {})
+        if write:
+            params.setdefault("fieldManager", self.field_manager)
+        content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        headers = {"Content-Type": content_type} if content is not None else None
+        response = await self._http.request(
+            method, path, params=params, content=content, headers=headers
+        )
+        _raise_for_status(response)
+        result = response.json() if response.content else {}
+        return result if isinstance(result, dict) else {}
+
+
+def _path(
+    res: type[lkres.Resource],
+    *,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+    listing: bool = False,
+) -> str:
+    """Build the REST path (relative to the server URL) lightkube would use for ``res``."""
+    info = lkres.api_info(res)
+    base = info.parent or info.resource
+    parts = ["api", base.version] if not base.group else ["apis", base.group, base.version]
+    if is_namespaced(res):
+        if namespace:
+            parts += ["namespaces", namespace]
+        elif not listing:
+            raise ValueError(f"{base.kind} is namespaced: a namespace is required")
+    parts.append(info.plural)
+    if not listing:
+        if not name:
+            raise ValueError(f"{base.kind}: an object name is required")
+        parts.append(name)
+        action = subresource or info.action
+        if action:
+            parts.append(action)
+    return "/".join(parts)
+
+
+def _selectors(labels: str | None, fields: str | None) -> dict[str, str]:
+    params: dict[str, str] = {}
+    if labels:
+        params["labelSelector"] = labels
+    if fields:
+        params["fieldSelector"] = fields
+    return params
+
+
+# -- retries ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Capped exponential delays with jitter: ``min(cap, initial * factor**n)`` plus up to
+    ``jitter`` times that again, spread at random (k8s ``wait.Backoff``: jitter after the cap,
+    so clients that hit the cap together do not retry together)."""
+
+    initial: float = 0.05
+    factor: float = 2.0
+    cap: float = 2.0
+    jitter: float = 0.2
+
+    def delay(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
+        base = min(self.cap, self.initial * self.factor ** max(0, attempt))
+        return base + base * self.jitter * rand()
+
+
+WRITE_BACKOFF = Backoff()
+MAX_RETRY_AFTER = 30.0
+"""The longest server ``retryAfterSeconds`` hint a write retry waits for."""
+Sleep = Callable[[float], Awaitable[None]]
+
+
+async def update_with_retry(
+    get: Callable[[], Awaitable[T]],
+    mutate: Callable[[T], T | None],
+    write: Callable[[T], Awaitable[T]],
+    *,
+    attempts: int = 5,
+    backoff: Backoff = WRITE_BACKOFF,
+    what: str = "update",
+    sleep: Sleep = asyncio.sleep,
+) -> T:
+    """Get, modify and write an object until the write lands; return what the server stored.
+
+    ``mutate`` gets a freshly read object and returns the object to write (it may change it in
+    place) or None when nothing needs writing, in which case the read object is returned. The
+    write must carry the read ``resourceVersion`` so a concurrent change fails with 409
+    Conflict; then the object is read again and ``mutate`` runs on the new state. 429, 5xx and
+    transport errors are retried as well; any other error propagates at once. After
+    ``attempts`` tries ``RetryError`` is raised from the last error.
+    """
+    if attempts < 1:
+        raise ValueError("attempts must be at least 1")
+    last: BaseException | None = None
+    for attempt in range(attempts):
+        if attempt:
+            hint = retry_after(last) if last is not None else None
+            await sleep(max(backoff.delay(attempt - 1), min(hint or 0.0, MAX_RETRY_AFTER)))
+        try:
+            current = await get()
+            desired = mutate(current)
+            if desired is None:
+                return current
+            return await write(desired)
+        except Exception as exc:
+            if not (is_conflict(exc) or is_retryable(exc)):
+                raise
+            log.debug("%s: attempt %d failed (%s), retrying", what, attempt + 1, exc)
+            last = exc
+    raise RetryError(f"{what}: gave up after {attempts} attempts: {last}") from last
+
+
+Outcome = Literal["created", "updated", "unchanged"]
+
+
+def merge_into(desired: Mapping[str, Any]) -> Callable[[Object], Object | None]:
+    """Return a mutate function making an existing object match ``desired``.
+
+    Top-level fields other than metadata and status (``spec``, ``data``...) are replaced; labels
+    and annotations of ``desired`` are merged in, others are kept. Returns None when the object
+    already matches, so no write happens.
+    """
+
+    def mutate(current: Object) -> Object | None:
+        updated = copy.deepcopy(current)
+        for key, value in desired.items():
+            if key not in ("apiVersion", "kind", "metadata", "status"):
+                updated[key] = copy.deepcopy(value)
+        meta = updated.setdefault("metadata", {})
+        for field in ("labels", "annotations"):
+            wanted = (desired.get("metadata") or {}).get(field) or {}
+            if wanted:
+                meta[field] = {**(meta.get(field) or {}), **wanted}
+        return None if updated == current else updated
+
+    return mutate
+
+
+async def create_or_update(
+    api: KubeApi,
+    res: type[lkres.Resource],
+    desired: Mapping[str, Any],
+    *,
+    mutate: Callable[[Object], Object | None] | None = None,
+    attempts: int = 5,
+    backoff: Backoff = WRITE_BACKOFF,
+    sleep: Sleep = asyncio.sleep,
+) -> tuple[Object, Outcome]:
+    """Create ``desired``, or bring the existing object in line with it (``merge_into`` unless
+    ``mutate`` is given). Returns the stored object and what happened."""
+    meta = desired.get("metadata") or {}
+    name, namespace = str(meta.get("name", "")), meta.get("namespace")
+    what = f"{res.__name__} {namespace + '/' if namespace else ''}{name}"
+    try:
+        return await api.create(res, desired), "created"
+    except Exception as exc:
+        if not is_already_exists(exc):
+            raise
+    change = mutate or merge_into(desired)
+    changed = False
+
+    def tracked(current: Object) -> Object | None:
+        nonlocal changed
+        result = change(current)
+        changed = result is not None
+        return result
+
+    stored = await update_with_retry(
+        lambda: api.get(res, name, namespace=namespace),
+        tracked,
+        lambda obj: api.replace(res, obj),
+        attempts=attempts,
+        backoff=backoff,
+        what=f"update {what}",
+        sleep=sleep,
+    )
+    return stored, "updated" if changed else "unchanged"

@@ -1,0 +1,278 @@
+"""koordlet's settings: one table that is both the typed Config and the command line.
+
+Each field that has a flag says so in its metadata (``koordapi.settings.flag``): the flag's
+name (Koordinator's where it has the setting, so existing DaemonSet arguments work), help,
+--help section and, where the field's type does not say it, how the text is read. koordlet.cli
+builds its parser and the Config from this table; nothing repeats a default.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from koordapi.features import NOT_IMPLEMENTED, FeatureGates
+from koordapi.settings import flag
+from koordlet.executor.resctrl import RESCTRL_ROOT
+from koordlet.states.pods import CGROUP_DRIVERS
+from runtimehooks.registry import FailurePolicy
+from runtimehooks.rules import DEFAULT_HAMI_CORE_LIBRARY
+
+QOS = "QoS manager"
+KUBELET = "kubelet (cluster mode)"
+
+
+def resctrl_under(sys_fs_root: str) -> Path:
+    """--sys-fs-root-dir names sysfs' fs/ folder; koordlet keeps the resctrl mount under it."""
+    return Path(sys_fs_root) / "resctrl"
+
+
+@dataclass(frozen=True)
+class Config:
+    """koordlet's settings; the command line maps Koordinator's flag names onto these.
+
+    A float setting is seconds: its flag takes a Go duration ("1m30s") or plain seconds.
+    """
+
+    node_name: str = field(default_factory=socket.gethostname)  # $NODE_NAME, else the host's
+    cgroup_root: Path = field(
+        default=Path("/sys/fs/cgroup/"), metadata=flag("cgroup-root-dir", "cgroup mount point")
+    )
+    # the kubelet's, "cgroupfs" or "systemd"; "": detected (PodStore)
+    cgroup_driver: str = field(
+        default="",
+        metadata=flag(
+            "cgroup-driver",
+            "the kubelet's cgroup driver; by default the pods' cgroup paths or the kubepods "
+            "directory tell",
+            choices=["", *CGROUP_DRIVERS],
+            ours=True,
+        ),
+    )
+    var_run_root: Path = field(
+        default=Path("/var/run/"), metadata=flag("var-run-root-dir", "parent of the NRI socket")
+    )
+    sys_root: Path = field(
+        default=Path("/sys/"), metadata=flag("sys-root-dir", "sysfs mount point")
+    )
+    proc_root: Path = field(
+        default=Path("/proc/"), metadata=flag("proc-root-dir", "procfs mount point")
+    )
+    resctrl_root: Path = field(
+        default=RESCTRL_ROOT,
+        metadata=flag("sys-fs-root-dir", "resctrl lives in its resctrl/", parse=resctrl_under),
+    )
+    nri_enabled: bool = field(default=True, metadata=flag("enable-nri-runtime-hook"))
+    # relative to var_run_root unless absolute
+    nri_socket_path: str = field(
+        default="nri/nri.sock",
+        metadata=flag(
+            "runtime-hooks-nri-socket-path",
+            "NRI socket, relative to --var-run-root-dir (default %(default)s)",
+        ),
+    )
+    nri_plugin_name: str = field(
+        default="koordlet_nri", metadata=flag("runtime-hooks-nri-plugin-name")
+    )
+    nri_plugin_index: str = field(default="00", metadata=flag("runtime-hooks-nri-plugin-index"))
+    failure_policy: FailurePolicy = field(
+        default=FailurePolicy.IGNORE, metadata=flag("runtime-hooks-plugin-failure-policy")
+    )
+    reconcile_interval: float = field(
+        default=10.0, metadata=flag("runtime-hooks-reconcile-interval")
+    )
+    disable_unset_cpu_quota: bool = field(default=False, metadata=flag("disable-unset-cpu-quota"))
+    hami_core_library: str = field(
+        default=DEFAULT_HAMI_CORE_LIBRARY, metadata=flag("hami-core-library-directory-path")
+    )
+    feature_gates: FeatureGates = field(
+        default_factory=FeatureGates,
+        metadata=flag(
+            "feature-gates",
+            "e.g. CPUNormalization=true,GroupIdentity=false; accepted but not implemented "
+            f"(they change nothing): {', '.join(sorted(NOT_IMPLEMENTED))}",
+            parse=FeatureGates.parse,
+        ),
+    )
+    metrics_addr: str = field(
+        default=":9316", metadata=flag("addr", "metrics address; empty to disable")
+    )
+    # the JSON API for remote clients too (ours)
+    status_api_remote: bool = field(
+        default=False,
+        metadata=flag(
+            "status-api-remote",
+            "answer the JSON status API (/api/v1/...) for remote clients too; by default only "
+            "this machine's loopback may read pods, uids and cgroup paths",
+            ours=True,
+        ),
+    )
+    node_slo_file: Path | None = field(
+        default=None,
+        metadata=flag(
+            "node-slo-file",
+            "NodeSLO spec (YAML or JSON) with optional node inputs; reloaded on change",
+            ours=True,
+        ),
+    )
+    # cluster mode: this, or in-cluster credentials
+    kubeconfig: Path | None = field(
+        default=None,
+        metadata=flag(
+            "kubeconfig",
+            "kubeconfig file for cluster mode (default: in-cluster credentials when present; "
+            "standalone when neither, or with --node-slo-file)",
+        ),
+    )
+    collect_interval: float = field(default=1.0, metadata=flag("collect-res-used-interval"))
+    psi_interval: float = field(default=10.0, metadata=flag("psi-collector-interval"))
+    cpi_interval: float = field(default=60.0, metadata=flag("cpi-collector-interval"))
+    cpi_window: float = field(default=10.0, metadata=flag("collect-cpi-timewindow"))
+    sched_latency_interval: float = field(
+        default=10.0,
+        metadata=flag(
+            "sched-latency-interval",
+            "how often run-queue latency histograms are read (gate SchedLatencyCollector)",
+            ours=True,
+        ),
+    )
+    sched_latency_sample: float = field(
+        default=2.0,
+        metadata=flag(
+            "sched-latency-sample-seconds",
+            "how long the probes stay attached in each interval (sampling keeps their cost "
+            "low; at least the interval: always attached)",
+            ours=True,
+        ),
+    )
+    # None: in memory
+    tsdb_path: Path | None = field(
+        default=Path("/var/lib/koordlet/metric-data/"),
+        metadata=flag("tsdb-path", "metric cache folder; empty keeps metrics in memory"),
+    )
+    tsdb_retention: float = field(default=12 * 3600.0, metadata=flag("tsdb-retention-duration"))
+    tsdb_max_bytes: int = field(default=100 << 20, metadata=flag("tsdb-max-bytes"))
+    node_metric_file: Path | None = field(
+        default=Path("/var/lib/koordlet/nodemetric.json"),
+        metadata=flag(
+            "node-metric-file",
+            "where the NodeMetric report is written in standalone mode; empty: nowhere",
+            ours=True,
+        ),
+    )
+    node_metric_interval: float = field(
+        default=60.0, metadata=flag("node-metric-report-interval", ours=True)
+    )
+    # QoS manager (Koordinator's flags and defaults; its *-seconds flags take whole seconds)
+    qos_reconcile_interval: float = field(
+        default=1.0, metadata=flag("reconcile-interval-seconds", group=QOS, parse=int)
+    )
+    cpu_suppress_interval: float = field(
+        default=1.0, metadata=flag("cpu-suppress-interval-seconds", group=QOS, parse=int)
+    )
+    # ours: the BE cpuset floor (Koordinator: 2)
+    cpu_suppress_min_cpus: int = field(
+        default=2,
+        metadata=flag(
+            "cpu-suppress-min-cpus",
+            "fewest CPUs the cpuset policy leaves to BE pods (default %(default)s)",
+            group=QOS,
+            ours=True,
+        ),
+    )
+    cpu_evict_interval: float = field(
+        default=1.0, metadata=flag("cpu-evict-interval-seconds", group=QOS, parse=int)
+    )
+    memory_evict_interval: float = field(
+        default=1.0, metadata=flag("memory-evict-interval-seconds", group=QOS, parse=int)
+    )
+    memory_evict_cool_time: float = field(
+        default=4.0, metadata=flag("memory-evict-cool-time-seconds", group=QOS, parse=int)
+    )
+    cpu_evict_cool_time: float = field(
+        default=20.0, metadata=flag("cpu-evict-cool-time-seconds", group=QOS, parse=int)
+    )
+    resource_force_update_seconds: float = field(
+        default=60.0,
+        metadata=flag(
+            "resource-force-update-seconds",
+            "the QoS manager trusts a value it wrote or saw this long before reading it again",
+            group=QOS,
+            parse=int,
+        ),
+    )
+    only_evict_by_api: bool = field(
+        default=False,
+        metadata=flag(
+            "only-evict-by-api",
+            "evict through the Kubernetes Eviction API instead of stopping containers over CRI",
+            group=QOS,
+        ),
+    )
+    # relative to var_run_root
+    containerd_endpoint: str = field(
+        default="containerd/containerd.sock",
+        metadata=flag(
+            "containerd-endpoint",
+            "CRI socket for evictions, relative to --var-run-root-dir (default %(default)s)",
+            group=QOS,
+        ),
+    )
+    # The kubelet's pod list in cluster mode (Koordinator's statesinformer flags and defaults)
+    kubelet_preferred_address_type: str = field(
+        default="InternalIP",
+        metadata=flag(
+            "kubelet-preferred-address-type",
+            "the Node address used to reach the kubelet (default %(default)s)",
+            group=KUBELET,
+        ),
+    )
+    # 0 or less: do not list the kubelet's pods
+    kubelet_sync_interval: float = field(
+        default=10.0,
+        metadata=flag(
+            "kubelet-sync-interval",
+            "how often the kubelet's pods are listed; 0 turns the list off",
+            group=KUBELET,
+        ),
+    )
+    kubelet_sync_timeout: float = field(
+        default=3.0,
+        metadata=flag("kubelet-sync-timeout", "one kubelet request's limit", group=KUBELET),
+    )
+    # plain HTTP on the read-only port
+    kubelet_insecure_tls: bool = field(
+        default=False,
+        metadata=flag(
+            "kubelet-insecure-tls",
+            "plain HTTP on the kubelet's read-only port instead of HTTPS with the token",
+            group=KUBELET,
+        ),
+    )
+    kubelet_read_only_port: int = field(
+        default=10255,
+        metadata=flag(
+            "kubelet-read-only-port",
+            "the kubelet's read-only port; 0: the authenticated port (default %(default)s)",
+            group=KUBELET,
+        ),
+    )
+    # ours; None: the serving cert is not verified
+    kubelet_ca_file: Path | None = field(
+        default=None,
+        metadata=flag(
+            "kubelet-ca-file",
+            "CA of the kubelet's serving certificate; empty: not verified, as in Koordinator",
+            group=KUBELET,
+            ours=True,
+        ),
+    )
+
+    @property
+    def nri_socket(self) -> Path:
+        return self.var_run_root / self.nri_socket_path
+
+    @property
+    def cri_socket(self) -> Path:
+        return self.var_run_root / self.containerd_endpoint

@@ -1,0 +1,123 @@
+"""The whole koordlet in this process: its real Koordlet object on a fake cgroup v1 tree,
+driven over the NRI socket by a fake runtime, stopped the way systemd stops it (SIGTERM).
+
+What is faked is only the boundary: the cgroup tree is plain folders and files under the
+test's own directory, and ``nri_plugin.testing.FakeRuntime`` plays containerd on a socket
+there. Everything between (the stub, the hook server, the hooks, the executor, the pod store,
+the reconciler, the collectors and the QoS manager) is the daemon's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from pathlib import Path
+
+from koordapi import keys
+from koordapi.features import FeatureGates
+from koordlet.collectors.network import NetworkCollector
+from koordlet.config import Config
+from koordlet.daemon import Koordlet
+from nri_plugin import api
+from nri_plugin.testing import FakeRuntime
+
+UID = "0f0e0d0c-1111-2222-3333-444455556666"
+POD_DIR = f"kubepods/besteffort/pod{UID}"
+MIB = 1 << 20
+
+
+def fake_tree(root: Path) -> None:
+    """The kubelet's cgroupfs layout on cgroup v1, with one BE pod and its container."""
+    values = {
+        "cpu": {"cpu.shares": "2", "cpu.cfs_quota_us": "-1", "cpu.cfs_period_us": "100000"},
+        "cpuacct": {"cpuacct.usage": "0"},
+        "cpuset": {"cpuset.cpus": f"0-{(os.cpu_count() or 1) - 1}", "cpuset.mems": "0"},
+        "memory": {"memory.limit_in_bytes": "9223372036854771712", "memory.usage_in_bytes": "0"},
+    }
+    for controller, files in values.items():
+        for sub in ("kubepods", "kubepods/besteffort", "kubepods/burstable", POD_DIR,
+                    f"{POD_DIR}/c-1"):  # fmt: skip
+            folder = root / controller / sub
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, value in files.items():
+                (folder / name).write_text(value + "\n")
+
+
+def be_pod() -> tuple[api.PodSandbox, api.Container]:
+    pod = api.PodSandbox(id="sandbox-1", name="batch", uid=UID, namespace="jobs")
+    pod.labels[keys.LABEL_QOS_CLASS] = "BE"
+    pod.linux.cgroup_parent = "/" + POD_DIR
+    spec = {
+        "containers": {
+            "main": {
+                "requests": {keys.BATCH_CPU: "700", keys.BATCH_MEMORY: str(300 * MIB)},
+                "limits": {keys.BATCH_CPU: "1300", keys.BATCH_MEMORY: str(700 * MIB)},
+            }
+        }
+    }
+    pod.annotations[keys.ANNOTATION_EXTENDED_RESOURCE_SPEC] = json.dumps(spec)
+    container = api.Container(id="c-1", pod_sandbox_id=pod.id, name="main")
+    container.linux.cgroups_path = f"/{POD_DIR}/c-1"
+    return pod, container
+
+
+def test_the_whole_koordlet_applies_batch_values_over_nri_and_stops_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    cgroup = tmp_path / "cgroup"
+    fake_tree(cgroup)
+    (tmp_path / "run" / "nri").mkdir(parents=True)
+    (tmp_path / "sys").mkdir()  # no resctrl in it
+    (tmp_path / "nodeslo.yaml").write_text("")
+    config = Config(
+        node_name="unit-node",
+        cgroup_root=cgroup,
+        cgroup_driver="cgroupfs",
+        var_run_root=tmp_path / "run",
+        resctrl_root=tmp_path / "sys" / "resctrl",
+        node_slo_file=tmp_path / "nodeslo.yaml",
+        metrics_addr="",
+        tsdb_path=None,
+        node_metric_file=None,
+        # the eBPF collector would compile and attach probes: not a unit test's business
+        feature_gates=FeatureGates.parse("SchedLatencyCollector=false"),
+    )
+    pod, container = be_pod()
+
+    async def scenario() -> tuple[api.CreateContainerResponse, bool]:
+        runtime = FakeRuntime()
+        await runtime.listen(config.nri_socket)
+        daemon = Koordlet(config)
+        # pyroute2's netlink keeps an event loop per thread that closing it from another
+        # thread leaves open; the network collector has its own tests, on a fake netlink
+        runner = daemon.collectors
+        runner.collectors = [c for c in runner.collectors if not isinstance(c, NetworkCollector)]
+        running = asyncio.create_task(daemon.run())
+        try:
+            session = await runtime.next_session(timeout=20)
+            await session.state_change(api.RUN_POD_SANDBOX, pod)
+            reply = await session.create_container(pod, container)
+            # the pod-level values are written by the executor while the runtime waits
+            os.kill(os.getpid(), signal.SIGTERM)  # koordlet's own handler: a clean stop
+            await asyncio.wait_for(running, 20)
+            return reply, running.done() and running.exception() is None
+        finally:
+            running.cancel()
+            await runtime.close()
+
+    reply, stopped_cleanly = asyncio.run(scenario())
+
+    resources = reply.adjust.linux.resources
+    # BatchResource: shares from the 700m request, quota from the 1300m limit, the memory limit
+    assert resources.cpu.shares.value == 716
+    assert resources.cpu.quota.value == 130000
+    assert resources.memory.limit.value == 700 * MIB
+    # the pod's own cgroup holds the sum of its containers' batch values
+    assert (cgroup / "cpu" / POD_DIR / "cpu.shares").read_text().strip() == "716"
+    assert (cgroup / "cpu" / POD_DIR / "cpu.cfs_quota_us").read_text().strip() == "130000"
+    assert (cgroup / "memory" / POD_DIR / "memory.limit_in_bytes").read_text().strip() == str(
+        700 * MIB
+    )
+    assert stopped_cleanly
