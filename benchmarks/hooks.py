@@ -14,7 +14,7 @@ import time
 from koordapi import keys
 from koordapi.features import FeatureGates
 from koordapi.nodeslo import NodeSLOSpec
-from koordlet.translate import to_adjustment
+from koordlet.nri.translate import to_adjustment
 from runtimehooks import HOOKS
 from runtimehooks.hooks.cpuset import share_pools
 from runtimehooks.registry import FailurePolicy, run_container_stage

@@ -13,7 +13,7 @@ from pathlib import Path
 from koordlet.executor import CgroupWrite, Executor, WriteResult, coresched, procfs
 from koordlet.executor.netqos import NetQoS, cgroup_id
 from koordlet.executor.resctrl import Resctrl, ResctrlError
-from koordlet.translate import container_writes, pod_writes
+from koordlet.nri.translate import container_writes, pod_writes
 from runtimehooks.hooks.tc import TcPlan
 from runtimehooks.patch import ContainerPatch, PodPatch
 from runtimehooks.request import ContainerRequest, PodRequest

@@ -31,23 +31,24 @@ from koordlet.collectors.psi import PSICollector
 from koordlet.collectors.rdma import RDMACollector
 from koordlet.collectors.system import SystemCollector
 from koordlet.config import Config
-from koordlet.conflicts import ConflictTracker
+from koordlet.eviction.backends import EvictByAPI, EvictionBackend, StopContainers
+from koordlet.eviction.cri import CRIRuntime
 from koordlet.executor import Executor, Status, WriteResult
-from koordlet.executor.cri import CRIRuntime
 from koordlet.executor.resctrl import Resctrl
-from koordlet.hookserver import HookServer
 from koordlet.inspect.exposition import SchedLatencyExposition
 from koordlet.inspect.schedlat import GATE as SCHED_LATENCY_GATE
 from koordlet.inspect.schedlat import SchedLatencyCollector
 from koordlet.metriccache import MetricCache
 from koordlet.metrics import HealthCollector, KoordletMetrics
 from koordlet.nodemetric import build_status
+from koordlet.nri.conflicts import ConflictTracker
+from koordlet.nri.hooks import HookServer
 from koordlet.qosmanager.audit import Action, AuditTrail
 from koordlet.qosmanager.cgreconcile import CgroupReconcile
 from koordlet.qosmanager.cpuburst import CPUBurst
 from koordlet.qosmanager.cpuevict import CPUEvict
 from koordlet.qosmanager.cpusuppress import CPUSuppress
-from koordlet.qosmanager.eviction import EvictionBackend, Evictor, StopContainers
+from koordlet.qosmanager.eviction import Evictor
 from koordlet.qosmanager.framework import Context, QoSManager, Strategy, node_resources
 from koordlet.qosmanager.memoryevict import MemoryEvict
 from koordlet.qosmanager.resctrlreconcile import ResctrlReconcile
@@ -60,7 +61,7 @@ from koordlet.states.nodeconfig import NodeConfigFile
 from koordlet.states.pods import PodStore
 from koordlet.states.snapshot import build_rules
 from koordlet.states.topology import detect_kernel, read_topology
-from koordlet.views import KoordletViews
+from koordlet.statusapi import KoordletViews
 from nri_plugin import Stub
 from runtimehooks import HOOKS
 from runtimehooks.rules import Rules
@@ -268,8 +269,6 @@ class Koordlet:
         self.kube_eviction: EvictionAPI | None = None
         if self.kube is None and not self.config.only_evict_by_api:
             return StopContainers(CRIRuntime(self.config.cri_socket))
-        from koordlet.cluster.eviction import EvictByAPI  # noqa: PLC0415 - brings koordkube
-
         self.kube_eviction = build_eviction_api(self.kube)
         return EvictByAPI(self.kube_eviction)
 

@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from koordlet.collectors.base import CollectorRunner
-from koordlet.conflicts import RESOURCES as CONFLICT_RESOURCES
 from koordlet.metriccache import MetricCache
+from koordlet.nri.conflicts import RESOURCES as CONFLICT_RESOURCES
 from koordlet.states.pods import PodStore
 
 SECOND_BUCKETS = (5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)

@@ -7,7 +7,7 @@ executor: kube-QoS directories first, then each pod and its containers as one le
 (the pod is loosened before its containers tighten). Values that already hold are not written;
 a value changed behind koordlet's back is put back on the next pass. A container created but
 not started yet is left to the pass at its start, which follows the check of what its cgroup
-holds (``koordlet.conflicts``): a periodic pass in between would hide another plugin's value.
+holds (``koordlet.nri.conflicts``): a periodic pass in between would hide another plugin's value.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from koordapi.qos import KubeQoS
 from koordlet.applying import Applier
 from koordlet.executor import CgroupWrite, Status
-from koordlet.hookserver import failure_cause
 from koordlet.metrics import KoordletMetrics
+from koordlet.nri.hooks import failure_cause
 from koordlet.states.pods import KnownPod, PodStore
 from runtimehooks.hooks import coresched, groupidentity, tc
 from runtimehooks.registry import (

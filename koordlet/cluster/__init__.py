@@ -5,7 +5,7 @@ a file or the in-cluster service account is present (``KUBERNETES_SERVICE_HOST``
 token file). In cluster mode the daemon builds one ``koordkube.client.KubeApi`` and uses it
 for the NodeSLO and Node watch (``koordlet.cluster.nodeconfig``), the NodeMetric status
 reporter (``koordlet.cluster.reporter``) and evictions through the Eviction API
-(``koordlet.cluster.eviction``). Otherwise koordlet is standalone: the NodeSLO file, the
+(``koordlet.eviction.backends``). Otherwise koordlet is standalone: the NodeSLO file, the
 NodeMetric JSON file and CRI container stops, or with ``--only-evict-by-api`` evictions through
 the Eviction API on a client of their own from the in-cluster service account.
 """

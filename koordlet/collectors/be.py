@@ -26,8 +26,8 @@ from koordapi.annotation import parse_extended_resource_spec
 from koordapi.cpuset import parse_cpuset
 from koordapi.errors import ModelError
 from koordapi.qos import KubeQoS, QoSClass
-from koordlet.collectors.cgroupfs import MALFORMED, CgroupFS, read_text
-from koordlet.collectors.rates import Counters, Skip
+from koordlet.cgroupfs.readers import MALFORMED, CgroupFS, Skip, read_text
+from koordlet.collectors.rates import Counters
 from koordlet.metriccache import Sample
 from koordlet.states.pods import KUBE_QOS_DIRS_CGROUPFS, KUBE_QOS_DIRS_SYSTEMD, KnownPod
 

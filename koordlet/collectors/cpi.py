@@ -32,17 +32,9 @@ from pathlib import Path
 
 from koordapi.cpuset import parse_cpuset
 from koordapi.errors import ModelError
+from koordlet.cgroupfs.readers import MISSING, UNREADABLE, CgroupFS, Skip, read_text
 from koordlet.collectors.base import CollectorUnavailable
-from koordlet.collectors.cgroupfs import (
-    MISSING,
-    NO_CGROUP_DIR,
-    UNREADABLE,
-    CgroupFS,
-    Target,
-    read_text,
-    targets,
-)
-from koordlet.collectors.rates import Skip
+from koordlet.collectors.targets import NO_CGROUP_DIR, Target, targets
 from koordlet.metriccache import Sample
 from koordlet.states.pods import KnownPod
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol, cast
 
+from koordlet.cgroupfs.readers import CgroupProcs, PidsOf
 from koordlet.collectors.base import CollectorUnavailable
-from koordlet.collectors.cgroupfs import CgroupProcs, PidsOf
 from koordlet.metriccache import Sample
 from koordlet.states.pods import KnownPod
 

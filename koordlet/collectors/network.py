@@ -37,9 +37,9 @@ from typing import Any, Protocol
 
 from pyroute2 import IPRoute  # type: ignore[import-untyped]
 
+from koordlet.cgroupfs.readers import CgroupProcs, PidsOf, Skip
 from koordlet.collectors.base import CollectorUnavailable
-from koordlet.collectors.cgroupfs import CgroupProcs, PidsOf
-from koordlet.collectors.rates import Counters, Skip
+from koordlet.collectors.rates import Counters
 from koordlet.metriccache import Sample
 from koordlet.states.pods import KnownPod
 

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from koordapi.cpuset import parse_cpuset
 from koordapi.errors import ModelError
+from koordlet.cgroupfs.readers import MALFORMED, Skip, parse_int, read_text
 from koordlet.collectors.base import CollectorUnavailable
-from koordlet.collectors.cgroupfs import MALFORMED, parse_int, read_text
-from koordlet.collectors.rates import Counters, Skip
+from koordlet.collectors.rates import Counters
 from koordlet.metriccache import Sample
 
 _BUSY_FIELDS = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (0-based after the label)

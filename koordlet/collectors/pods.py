@@ -11,9 +11,9 @@ For every known pod and each of its containers, one pass reads:
   (0 when no period elapsed: nothing ran under a quota, so nothing was throttled).
 
 Labels: ``{pod_uid}`` for pods, ``{pod_uid, container_id}`` for containers. A series that
-cannot be read this pass is skipped and counted by reason (see cgroupfs and rates); the
-counters of pods and containers that are gone are dropped. Memory NUMA stats, GPU usage and
-host applications are not read here.
+cannot be read this pass is skipped and counted by reason (see ``koordlet.cgroupfs.readers``
+and rates); the counters of pods and containers that are gone are dropped. Memory NUMA stats,
+GPU usage and host applications are not read here.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from koordlet.collectors.cgroupfs import NO_CGROUP_DIR, CgroupFS, Target, require, targets
-from koordlet.collectors.rates import Counters, Skip
+from koordlet.cgroupfs.readers import CgroupFS, Skip, require
+from koordlet.collectors.rates import Counters
+from koordlet.collectors.targets import NO_CGROUP_DIR, Target, targets
 from koordlet.metriccache import Sample
 from koordlet.states.pods import KnownPod
 

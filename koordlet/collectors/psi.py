@@ -20,10 +20,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from koordlet.cgroupfs.hierarchy import v2_root
+from koordlet.cgroupfs.readers import MALFORMED, Skip, read_text
 from koordlet.collectors.base import CollectorUnavailable
-from koordlet.collectors.cgroupfs import MALFORMED, NO_CGROUP_DIR, read_text, targets
-from koordlet.collectors.rates import Skip
-from koordlet.executor.cgroup import v2_root
+from koordlet.collectors.targets import NO_CGROUP_DIR, targets
 from koordlet.metriccache import Sample
 from koordlet.states.pods import KnownPod
 

@@ -11,8 +11,9 @@ sample with reason ``counter-reset``. Time that did not advance (the same ``now`
 wall clock stepped back) is skipped the same way, as ``time-not-advancing``; a rate over zero
 or negative seconds would be infinite or negative.
 
-This module does no I/O and knows nothing about metrics; ``Skip`` is the one exception the
-collectors use for "this series has no sample this pass, and here is why".
+This module does no I/O and knows nothing about metrics; ``Skip`` (from
+``koordlet.cgroupfs.readers``) is the one exception the collectors use for "this series has
+no sample this pass, and here is why".
 """
 
 from __future__ import annotations
@@ -21,18 +22,12 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from koordlet.cgroupfs.readers import Skip
+
 K = TypeVar("K", bound=Hashable)
 
 COUNTER_RESET = "counter-reset"
 TIME_NOT_ADVANCING = "time-not-advancing"
-
-
-class Skip(Exception):
-    """One series has no sample this pass; ``reason`` is the short key counted in ``skipped``."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
 
 
 @dataclass(frozen=True)

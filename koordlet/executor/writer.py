@@ -30,17 +30,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from koordapi.cpuset import format_cpuset
-from koordlet.executor.cgroup import (
-    Resource,
-    detect_version,
-    leaves_root,
-    lookup,
-    read_file,
-    v2_root,
-    write_file,
-)
+from koordlet.cgroupfs.hierarchy import leaves_root, read_file
+from koordlet.cgroupfs.resources import CgroupReader, Resource, lookup
 
 log = logging.getLogger(__name__)
+
+
+def write_file(path: str, value: str) -> None:
+    """One write(2) of the whole value, as cgroup files want."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)  # truncating is a no-op on cgroupfs
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
 
 
 class Status(enum.StrEnum):
@@ -76,8 +78,9 @@ OnResult = Callable[[WriteResult], None]
 _LOOSER = {"cpu.cfs_quota_us", "memory.min", "memory.low", "memory.high", "cpuset.cpus"}
 
 
-class Executor:
-    """Writes cgroup files under ``root`` (v1 or v2, detected); see the module docstring."""
+class Executor(CgroupReader):
+    """Writes cgroup files under ``root`` (v1 or v2, detected); see the module docstring. It
+    reads them as ``CgroupReader`` does (``read``, ``read_text``, ``subdirs``, ``procs``)."""
 
     def __init__(
         self,
@@ -87,9 +90,7 @@ class Executor:
         force_update_seconds: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.root = root
-        self._root = str(root).rstrip("/") or "/"
-        self.version = detect_version(root)
+        super().__init__(root)
         self.on_result = on_result
         self.force_update_seconds = force_update_seconds
         self.clock = clock
@@ -122,59 +123,6 @@ class Executor:
 
     def path_of(self, write: CgroupWrite) -> Path | None:
         return lookup(write.resource).path(self.root, self.version, write.cgroup)
-
-    def read(self, cgroup: str, resource: str) -> object | None:
-        """The current value by meaning (-1 for unlimited, a set for cpusets), None if absent."""
-        res = lookup(resource)
-        path = None if leaves_root(cgroup) else res.file(self._root, self.version, cgroup)
-        if path is None:
-            return None
-        try:
-            return res.normalize(read_file(path))
-        except (OSError, ValueError):
-            return None
-
-    def read_text(self, cgroup: str, resource: str) -> str | None:
-        """The file's text as the kernel shows it (the v2 file on v2: ``cpu.weight``, ``cpu.max``
-        "quota period", ``memory.max``), None if absent, unreadable or the path leaves the root."""
-        res = lookup(resource)
-        path = None if leaves_root(cgroup) else res.file(self._root, self.version, cgroup)
-        if path is None:
-            return None
-        try:
-            return read_file(path)
-        except OSError:
-            return None
-
-    def v2_dir(self, cgroup: str) -> Path | None:
-        """The cgroup's directory in the v2 hierarchy (``unified/`` on a hybrid host), if any."""
-        base = None if leaves_root(cgroup) else v2_root(self.root)
-        folder = None if base is None else base / cgroup.strip("/")
-        return folder if folder is not None and folder.is_dir() else None
-
-    def subdirs(self, cgroup: str, resource: str) -> list[str]:
-        """Child cgroups of ``cgroup`` in ``resource``'s hierarchy, as cgroup paths ([] if gone)."""
-        path = (
-            None if leaves_root(cgroup) else lookup(resource).file(self._root, self.version, cgroup)
-        )
-        if path is None:
-            return []
-        base = cgroup.strip("/")
-        try:
-            # scandir's d_type says "directory" without a stat of every file in the cgroup
-            with os.scandir(path.rsplit("/", 1)[0]) as entries:
-                names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
-        except OSError:
-            return []
-        return [f"{base}/{name}" for name in names]
-
-    def procs(self, cgroup: str) -> list[int]:
-        """Pids in ``cgroup`` (its cgroup.procs; the cpu hierarchy on v1), [] if it is gone."""
-        base = self.root if self.version == 2 else self.root / "cpu"
-        try:
-            return [int(p) for p in (base / cgroup.strip("/") / "cgroup.procs").read_text().split()]
-        except (OSError, ValueError):
-            return []
 
     def apply(self, writes: Iterable[CgroupWrite]) -> list[WriteResult]:
         return [self._write(w) for w in writes]

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from koordapi.qos import default_qos_for_kube
+from koordlet.cgroupfs.hierarchy import v2_root
 from koordlet.collectors.base import CollectorUnavailable
-from koordlet.executor.cgroup import v2_root
 from koordlet.inspect import histogram
 from koordlet.inspect.program import InspectUnavailable, Probe, load
 from koordlet.metriccache import Sample

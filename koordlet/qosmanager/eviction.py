@@ -6,11 +6,11 @@ walks the tasks in order, evicting candidates until each task's amount is releas
 evicted for one task counts for the next ones too, and a pod evicted earlier that is still
 terminating counts as released without being evicted again.
 
-The ``Evictor`` does the eviction with a backend: standalone koordlet stops the pod's
-containers through CRI (``StopContainers``; Koordinator's default, ``--only-evict-by-api``
-false); in a cluster the Eviction API asks the API server, which honours PodDisruptionBudgets
-(``koordlet.cluster.eviction.EvictByAPI``, imported only then). Each eviction is an audit
-action with its reason, a log line and a metric.
+The ``Evictor`` does the eviction with a backend from ``koordlet.eviction.backends``:
+standalone koordlet stops the pod's containers through CRI (``StopContainers``; Koordinator's
+default, ``--only-evict-by-api`` false); in a cluster the Eviction API asks the API server,
+which honours PodDisruptionBudgets (``EvictByAPI``). Each eviction is an audit action with its
+reason, a log line and a metric.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from koordapi import annotation, keys, qos
 from koordapi.errors import ModelError
 from koordapi.features import FeatureGates
-from koordlet.executor.cri import CRIError, CRIRuntime
+from koordlet.eviction.backends import EvictionBackend
 from koordlet.metrics import KoordletMetrics
 from koordlet.qosmanager.audit import Action
 from koordlet.qosmanager.framework import Context
@@ -64,30 +64,6 @@ class EvictTask:
     target: str  # what the amount measures: "memory-used", "cpu-used", "batch-cpu-request"
     reason: str  # why this task exists, with the numbers
     inputs: dict[str, float | str] = field(default_factory=dict)
-
-
-class EvictionBackend(Protocol):
-    def __call__(self, known: KnownPod, message: str) -> tuple[bool, str]: ...
-
-
-class StopContainers:
-    """Standalone eviction: stop (kill) every container of the pod through CRI."""
-
-    def __init__(self, runtime: CRIRuntime) -> None:
-        self.runtime = runtime
-
-    def __call__(self, known: KnownPod, message: str) -> tuple[bool, str]:
-        if not known.containers:
-            return False, "no running container"
-        problems = []
-        for cid in list(known.containers):
-            try:
-                self.runtime.stop_container(cid, timeout=0)
-            except CRIError as err:
-                problems.append(str(err))
-        if problems:
-            return False, "; ".join(problems)
-        return True, f"stopped {len(known.containers)} containers through CRI"
 
 
 class Evictor:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from koordapi.cpuset import parse_cpuset
+from koordlet.cgroupfs.hierarchy import detect_version
 from koordlet.executor import coresched
-from koordlet.executor.cgroup import detect_version
 from koordlet.executor.resctrl import Resctrl
 from runtimehooks.rules import KernelFeatures
 

@@ -10,7 +10,7 @@ container starts with 256 MiB. Once it has started, koordlet counts the conflict
 are no conflict.
 
 The detection does not depend on the cgroup version's files beyond what the unit tests cover
-(tests/unit/koordlet/test_conflicts.py), so this runs in the host tier.
+(tests/unit/koordlet/nri/test_conflicts.py), so this runs in the host tier.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from koordlet.conflicts import RESOURCES
+from koordlet.nri.conflicts import RESOURCES
 from tests.e2e.harness.cri import ContainerSpec
 from tests.e2e.harness.koordlet import KoordletProcess
 from tests.e2e.harness.node import Node

@@ -14,6 +14,7 @@ import pytest
 
 from koordapi import keys
 from koordlet import ctl
+from koordlet.ctl import client
 from tests.e2e.harness import paths
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess
@@ -30,7 +31,7 @@ def koordlet(node: Node) -> Iterator[KoordletProcess]:
 
 
 def pod_usage(koordlet: KoordletProcess, uid: str) -> dict[str, Any] | None:
-    pods = ctl.fetch(f"127.0.0.1:{koordlet.port}", "/api/v1/pods")
+    pods = client.fetch(f"127.0.0.1:{koordlet.port}", "/api/v1/pods")
     return next((p for p in pods if p["uid"] == uid), None)
 
 
@@ -117,7 +118,7 @@ def test_cpu_pressure_of_a_crowded_container_is_its_pods_psi(node: Node) -> None
         node.run_container(node.run_pod(idle), ContainerSpec("sleep"))
 
         def cpu_some(uid: str) -> float:
-            found = ctl.fetch(
+            found = client.fetch(
                 f"127.0.0.1:{koordlet.port}",
                 "/api/v1/query?metric=pod_psi&window=3s&agg=last&label.psi_resource_type=cpu"
                 f"&label.psi_degree=some&label.pod_uid={uid}",

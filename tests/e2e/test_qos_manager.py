@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from koordapi import keys
-from koordlet.ctl import render_explain
+from koordlet.ctl.explain import render_explain
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess
 from tests.e2e.harness.node import Node

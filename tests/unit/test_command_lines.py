@@ -217,7 +217,12 @@ def test_a_required_flags_prefix_is_not_the_flag() -> None:
 def test_the_four_commands_share_one_logging_set_up() -> None:
     """No command configures logging itself: the format is koordapi.logsetup's alone."""
     root = Path(__file__).resolve().parents[2]
-    for path in ("koordlet/cli.py", "koordlet/ctl.py", "manager/cli.py", "scheduler/cli.py"):
+    for path in (
+        "koordlet/cli.py",
+        "koordlet/ctl/__init__.py",
+        "manager/cli.py",
+        "scheduler/cli.py",
+    ):
         source = (root / path).read_text()
         assert "logsetup.configure(" in source, path
         assert "basicConfig" not in source and "%(asctime)s" not in source, path

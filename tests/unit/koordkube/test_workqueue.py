@@ -104,7 +104,11 @@ def test_shut_down_drains_then_stops_getters_and_refuses_new_keys() -> None:
         with pytest.raises(QueueShutDown):
             await blocked
         queue.add("d")
-        await asyncio.sleep(0.03)  # the delayed "c" was dropped
+        # a timer due after "c"'s: the loop runs due timers in order, so once it fires, "c"'s
+        # would have fired before it had shut_down not cancelled it
+        passed = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_later(0.02, passed.set_result, None)
+        await passed
         assert queue.shutting_down and len(queue) == 0
 
     run(scenario())

@@ -9,7 +9,7 @@ import pytest
 
 from koordlet.executor import procfs
 from koordlet.executor.resctrl import Resctrl, ResctrlError
-from koordlet.translate import container_writes, to_adjustment, to_update
+from koordlet.nri.translate import container_writes, to_adjustment, to_update
 from runtimehooks.patch import ContainerPatch
 from runtimehooks.rules import KernelFeatures
 

@@ -24,7 +24,7 @@ from koordlet.qosmanager.audit import Action, AuditTrail
 from koordlet.server import StatusServer, is_loopback
 from koordlet.states.pods import PodStore
 from koordlet.states.topology import Topology
-from koordlet.views import KoordletViews
+from koordlet.statusapi import KoordletViews
 from nri_plugin import api
 from runtimehooks.rules import KernelFeatures
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from koordlet.cgroupfs.readers import Skip
 from koordlet.collectors.base import CollectorUnavailable
 from koordlet.collectors.cpi import (
     PERF_COUNT_HW_CPU_CYCLES,
@@ -24,7 +25,6 @@ from koordlet.collectors.cpi import (
     parse_reading,
     scaled,
 )
-from koordlet.collectors.rates import Skip
 from koordlet.metriccache import Sample
 
 from .fakes import pod, write

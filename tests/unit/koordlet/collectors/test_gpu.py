@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from koordlet.cgroupfs.readers import CgroupProcs
 from koordlet.collectors.base import Collector, CollectorRunner, CollectorUnavailable
-from koordlet.collectors.cgroupfs import CgroupProcs
 from koordlet.collectors.gpu import (
     INSTALL_HINT,
     MEMORY_NOT_AVAILABLE,

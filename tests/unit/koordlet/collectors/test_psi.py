@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from koordlet.cgroupfs.readers import Skip
 from koordlet.collectors.base import CollectorUnavailable
 from koordlet.collectors.psi import PSICollector, parse_pressure, pressure_root
-from koordlet.collectors.rates import Skip
 from koordlet.metriccache import Sample
 
 from .fakes import pod, write

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from koordlet.collectors.rates import COUNTER_RESET, TIME_NOT_ADVANCING, Counters, Delta, Skip
+from koordlet.cgroupfs.readers import Skip
+from koordlet.collectors.rates import COUNTER_RESET, TIME_NOT_ADVANCING, Counters, Delta
 
 
 def test_the_first_reading_gives_nothing_and_the_second_a_delta() -> None:

@@ -23,7 +23,9 @@ Usage::
 
 from __future__ import annotations
 
+import argparse
 import enum
+import json
 import os
 import re
 import socket
@@ -39,11 +41,11 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from koordlet.cgroupfs.hierarchy import detect_version, v2_root
 from koordlet.collectors import cpi, gpu
 from koordlet.collectors.base import CollectorUnavailable
 from koordlet.collectors.rdma import rdma_devices
 from koordlet.executor import coresched
-from koordlet.executor.cgroup import detect_version, v2_root
 from koordlet.executor.resctrl import Resctrl
 from koordlet.inspect.program import missing_prerequisite
 from koordlet.install import containerd
@@ -795,3 +797,19 @@ def to_json(checks: list[Check]) -> dict[str, Any]:
 def exit_status(checks: list[Check]) -> int:
     """1 when any check failed, else 0 (warnings do not fail)."""
     return 1 if any(c.status is Status.FAIL for c in checks) else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the node for koordlet; 1 when any check fails."""
+    config = DoctorConfig(
+        proc_root=Path(args.proc_root_dir),
+        sys_root=Path(args.sys_root_dir),
+        cgroup_root=Path(args.cgroup_root_dir),
+        containerd_config=Path(args.containerd_config),
+        containerd_bin=args.containerd_bin,
+        nri_socket=Path(args.nri_socket) if args.nri_socket else None,
+        addr=args.addr,
+    )
+    results = run_checks(config)
+    print(json.dumps(to_json(results)) if args.json else render(results))
+    return exit_status(results)

@@ -1,5 +1,6 @@
-"""koordlet's Eviction API backend: the evictor's answers from koordkube's EvictionAPI, on the
-fake API server from a strategy's worker thread, and where its client comes from."""
+"""The evictor's backends: StopContainers through a CRI runtime, and the Eviction API backend
+(its answers from koordkube's EvictionAPI, on the fake API server from a strategy's worker
+thread, and where its client comes from)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,13 @@ import pytest
 import trustme
 
 from koordapi.errors import ModelError
-from koordkube.eviction import EvictionAPI
+from koordkube.eviction import EvictionAPI, EvictionResult
 from koordkube.testing import FakeKubeAPI
 from koordlet.cluster import build_eviction_api
-from koordlet.cluster.eviction import EvictByAPI
+from koordlet.eviction.backends import EvictByAPI, StopContainers
+from koordlet.eviction.cri import CRIError, CRIRuntime
+from koordlet.states.pods import KnownPod
+from runtimehooks.request import ContainerResources
 from tests.unit.koordlet.qosmanager.fakes import known_pod
 
 
@@ -138,3 +142,86 @@ def test_only_evict_by_api_evicts_with_the_service_account(
     assert path == "/api/v1/namespaces/default/pods/p/eviction?fieldManager=koordlet"
     assert headers["Authorization"] == "Bearer sa-token"
     assert body["deleteOptions"] == {"preconditions": {"uid": "uid-p"}}
+
+
+# -- backends ---------------------------------------------------------------------------------
+
+
+class FakeRuntime(CRIRuntime):
+    def __init__(self, failing: frozenset[str] = frozenset()) -> None:
+        super().__init__(Path("/nonexistent/cri.sock"))
+        self.failing = failing
+        self.stopped: list[tuple[str, int]] = []
+
+    def stop_container(self, container_id: str, timeout: int = 0) -> None:
+        self.stopped.append((container_id, timeout))
+        if container_id in self.failing:
+            raise CRIError(f"StopContainer {container_id}: StatusCode.UNAVAILABLE: down")
+
+
+def two_containers(name: str) -> KnownPod:
+    return known_pod(
+        name, containers={"main": ContainerResources(), "sidecar": ContainerResources()}
+    )
+
+
+def test_stop_containers_kills_every_container_at_once() -> None:
+    runtime = FakeRuntime()
+
+    ok, detail = StopContainers(runtime)(two_containers("p"), "because")
+
+    assert ok
+    assert runtime.stopped == [("p-c0", 0), ("p-c1", 0)]
+    assert detail == "stopped 2 containers through CRI"
+
+
+def test_stop_containers_reports_a_failed_stop_but_tries_them_all() -> None:
+    runtime = FakeRuntime(failing=frozenset({"p-c0"}))
+
+    ok, detail = StopContainers(runtime)(two_containers("p"), "because")
+
+    assert not ok
+    assert [cid for cid, _ in runtime.stopped] == ["p-c0", "p-c1"]
+    assert "p-c0" in detail and "UNAVAILABLE" in detail
+
+
+def test_stop_containers_of_a_pod_without_containers_fails() -> None:
+    known = known_pod("p")
+    known.containers.clear()
+    runtime = FakeRuntime()
+
+    ok, detail = StopContainers(runtime)(known, "because")
+
+    assert not ok
+    assert detail == "no running container"
+    assert runtime.stopped == []
+
+
+class FakeAPI(EvictionAPI):
+    def __init__(self, result: EvictionResult, detail: str) -> None:
+        super().__init__(FakeKubeAPI().kube_api())
+        self.result = result
+        self.detail = detail
+        self.asked: list[tuple[str, str, str]] = []
+
+    def evict(self, namespace: str, name: str, uid: str) -> tuple[EvictionResult, str]:
+        self.asked.append((namespace, name, uid))
+        return self.result, self.detail
+
+
+@pytest.mark.parametrize(
+    ("result", "ok", "text"),
+    [
+        pytest.param(EvictionResult.STARTED, True, "eviction started: HTTP 201", id="started"),
+        pytest.param(EvictionResult.GONE, True, "eviction gone: HTTP 201", id="gone"),
+        pytest.param(
+            EvictionResult.BLOCKED, False, "blocked by a disruption budget: HTTP 201", id="blocked"
+        ),
+        pytest.param(EvictionResult.FAILED, False, "HTTP 201", id="failed"),
+    ],
+)
+def test_evict_by_api_maps_the_result(result: EvictionResult, ok: bool, text: str) -> None:
+    api = FakeAPI(result, "HTTP 201")
+
+    assert EvictByAPI(api)(known_pod("p"), "because") == (ok, text)
+    assert api.asked == [("default", "p", "uid-p")]

@@ -2,7 +2,9 @@
 NodeMetric report, metric queries and run-queue latency (``inspect``). The HTTP server serves
 these; ``koordctl`` reads them.
 
-Read-only: applied values are read back from the cgroup files, usage from the metric cache.
+Read-only: applied values are read back from the cgroup files (``executor``: any
+``koordlet.cgroupfs.resources.CgroupReader``; the daemon passes its executor, which is one),
+usage from the metric cache.
 """
 
 from __future__ import annotations
@@ -14,14 +16,14 @@ from typing import Any
 
 from koordapi.cpuset import format_cpuset
 from koordapi.qos import KubeQoS, default_qos_for_kube
-from koordlet.conflicts import ConflictTracker
-from koordlet.executor import Executor
+from koordlet.cgroupfs.resources import CgroupReader
 from koordlet.inspect import histogram
 from koordlet.inspect.schedlat import GATE as SCHED_LATENCY_GATE
 from koordlet.inspect.schedlat import NAME as SCHED_LATENCY
 from koordlet.inspect.schedlat import PodLatency, SchedLatencyState
 from koordlet.metriccache import MetricCache
 from koordlet.nodemetric import build_status
+from koordlet.nri.conflicts import ConflictTracker
 from koordlet.qosmanager.audit import AuditTrail
 from koordlet.states.pods import PodStore
 from koordlet.states.topology import Topology
@@ -53,7 +55,7 @@ class KoordletViews:
         node_name: str,
         pods: PodStore,
         cache: MetricCache,
-        executor: Executor,
+        executor: CgroupReader,
         topology: Topology,
         kernel: KernelFeatures,
         health: Callable[[], Mapping[str, Any]],

@@ -7,7 +7,7 @@ writes through the executor (pod values, which NRI cannot adjust). Hook failures
 here, once: with failure policy Ignore (the default) they are logged and counted and the
 container starts with whatever the other hooks computed; with Fail the runtime request fails.
 What a container was asked is remembered until it has started, then compared with its cgroup
-(``koordlet.conflicts``: values another NRI plugin or the kubelet changed).
+(``koordlet.nri.conflicts``: values another NRI plugin or the kubelet changed).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from koordapi import keys
 from koordapi.errors import AnnotationError
 from koordapi.qos import is_known_qos_label
 from koordlet.applying import Applier
-from koordlet.conflicts import ConflictTracker
 from koordlet.metrics import KoordletMetrics
+from koordlet.nri.conflicts import ConflictTracker
+from koordlet.nri.translate import to_adjustment, to_update
 from koordlet.states.pods import PodStore
-from koordlet.translate import to_adjustment, to_update
 from nri_plugin import api
 from runtimehooks.patch import ContainerPatch, PodPatch
 from runtimehooks.registry import (

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from koordlet import ctl
+from koordlet.ctl.explain import render_explain
 
 
 def test_nri_events_refuses_a_bad_index_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -79,7 +80,7 @@ def test_render_explain_shows_values_reasons_and_strategy_statuses() -> None:
         "reason": "node memory 80% >= threshold 70%: release 983 MiB",
     }
 
-    text = ctl.render_explain(explain_data([action]))
+    text = render_explain(explain_data([action]))
 
     lines = text.splitlines()
     assert lines[0] == "pod default/job (uid u-job)"
@@ -111,19 +112,19 @@ def test_render_explain_lists_the_pods_nri_conflicts() -> None:
         }
     ]
 
-    lines = ctl.render_explain(data).splitlines()
+    lines = render_explain(data).splitlines()
 
     header = lines.index(
         "conflicts (another NRI plugin or the kubelet changed what koordlet asked):"
     )
     assert lines[header + 1].endswith(" main: cpuset asked 0-3, found 4-7 (cpuset.cpus)")
     assert header < lines.index("why:")
-    assert not [line for line in ctl.render_explain(explain_data([])).splitlines()
+    assert not [line for line in render_explain(explain_data([])).splitlines()
                 if line.startswith("conflicts")]  # fmt: skip
 
 
 def test_render_explain_without_actions_says_so() -> None:
-    text = ctl.render_explain(explain_data([]))
+    text = render_explain(explain_data([]))
 
     assert "no QoS manager action concerns this pod" in text
     assert "because" not in text

@@ -16,8 +16,8 @@ from koordapi.nodeslo import NodeSLOSpec
 from koordlet.applying import Applier
 from koordlet.executor import Executor
 from koordlet.executor.resctrl import Resctrl
-from koordlet.hookserver import HookServer
 from koordlet.metrics import KoordletMetrics
+from koordlet.nri.hooks import HookServer
 from koordlet.states.pods import PodStore
 from nri_plugin import Stub, api, status
 from nri_plugin.errors import RpcError

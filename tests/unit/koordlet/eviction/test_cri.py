@@ -18,7 +18,7 @@ import grpc
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from koordlet.executor.cri import CRIError, CRIRuntime, stop_container_request
+from koordlet.eviction.cri import CRIError, CRIRuntime, stop_container_request
 
 
 def stop_request_class() -> Any:

@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from koordlet import ctl
+from koordlet.ctl import client, render
+from koordlet.ctl import inspect as inspect_cmd
 from koordlet.metrics import KoordletMetrics
 from koordlet.server import StatusServer
-from tests.unit.koordlet.test_inspect_views import make_views
+from tests.unit.koordlet.test_statusapi import make_views
 
 
 def row(name: str, qos: str, p99: float | None, **extra: Any) -> dict[str, Any]:
@@ -69,11 +71,11 @@ def table_data() -> dict[str, Any]:
     ],
 )
 def test_latency_is_in_us_below_a_millisecond_and_ms_above(us: float | None, text: str) -> None:
-    assert ctl.latency(us) == text
+    assert render.latency(us) == text
 
 
 def test_table_groups_by_class_then_slowest_p99_first() -> None:
-    lines = ctl.render_inspect(table_data()).splitlines()
+    lines = inspect_cmd.render_inspect(table_data()).splitlines()
 
     names = [line.split()[0] for line in lines[3:]]
     assert names == [
@@ -94,7 +96,7 @@ def test_table_groups_by_class_then_slowest_p99_first() -> None:
 
 
 def test_table_cells_use_human_units_and_dashes_for_what_is_off() -> None:
-    lines = ctl.render_inspect(table_data()).splitlines()
+    lines = inspect_cmd.render_inspect(table_data()).splitlines()
     by_pod = {line.split()[0]: line.split() for line in lines[3:] if not line.startswith("=")}
 
     assert by_pod["default/web"] == [
@@ -111,7 +113,7 @@ def test_table_cells_use_human_units_and_dashes_for_what_is_off() -> None:
 def test_table_before_the_first_window_says_it_waits() -> None:
     data = {**table_data(), "window_seconds": 0.0, "pods": [], "classes": {}}
 
-    assert "waiting for the first window" in ctl.render_inspect(data)
+    assert "waiting for the first window" in inspect_cmd.render_inspect(data)
 
 
 def pod_data() -> dict[str, Any]:
@@ -136,7 +138,7 @@ def pod_data() -> dict[str, Any]:
 
 
 def test_pod_histogram_bars_scale_to_the_fullest_slot() -> None:
-    text = ctl.render_inspect_pod(pod_data())
+    text = inspect_cmd.render_inspect_pod(pod_data())
     lines = text.splitlines()
 
     assert lines[0] == "pod default/web (uid u-web), QoS LS"
@@ -149,10 +151,10 @@ def test_pod_histogram_bars_scale_to_the_fullest_slot() -> None:
         ["512us", "-", "1.02ms", "49"],
     ]
     bars = [line.split()[4] if len(line.split()) > 4 else "" for line in window]
-    assert [len(b) for b in bars] == [ctl.BAR_WIDTH, 0, 1, ctl.BAR_WIDTH // 2]
+    assert [len(b) for b in bars] == [inspect_cmd.BAR_WIDTH, 0, 1, inspect_cmd.BAR_WIDTH // 2]
     assert set("".join(bars)) == {"#"}
     since = lines.index("since koordlet started:")
-    assert lines[since + 1].split()[3:] == ["980", "#" * ctl.BAR_WIDTH]
+    assert lines[since + 1].split()[3:] == ["980", "#" * inspect_cmd.BAR_WIDTH]
     assert "throttled 50%" in text
     assert lines[-1].split() == ["main", "p50", "12us", "p99", "6.14ms", "waits", "92"]
 
@@ -160,7 +162,7 @@ def test_pod_histogram_bars_scale_to_the_fullest_slot() -> None:
 def test_pod_without_waits_says_so() -> None:
     data = {**pod_data(), "histogram": {"window": [], "total": []}, "containers": []}
 
-    lines = ctl.render_inspect_pod(data).splitlines()
+    lines = inspect_cmd.render_inspect_pod(data).splitlines()
 
     assert lines[lines.index("latest window (10s):") + 1] == "  no waits"
     assert "no container waits" in lines[-1]
@@ -173,7 +175,7 @@ def answer(monkeypatch: pytest.MonkeyPatch, data: dict[str, Any]) -> list[str]:
         paths.append(path)
         return data
 
-    monkeypatch.setattr(ctl, "fetch", fetch)
+    monkeypatch.setattr(client, "fetch", fetch)
     return paths
 
 

@@ -9,7 +9,9 @@ import pytest
 
 from koordapi import keys
 from koordapi.explanation import ANNOTATION_NODE_RESOURCE_EXPLANATION
-from koordlet import chain, ctl
+from koordlet import ctl
+from koordlet.ctl import client
+from koordlet.ctl import status as chain
 
 LOCAL_NODE: dict[str, Any] = {
     "name": "node-1",
@@ -145,17 +147,17 @@ def fake_koordlet(monkeypatch: pytest.MonkeyPatch, up: bool = True) -> None:
 
     def fetch(addr: str, path: str) -> Any:
         if not up:
-            raise ctl.KoordletUnreachable(f"cannot reach koordlet at {addr}")
+            raise client.KoordletUnreachable(f"cannot reach koordlet at {addr}")
         return answers[path]
 
-    monkeypatch.setattr(ctl, "fetch", fetch)
+    monkeypatch.setattr(client, "fetch", fetch)
 
 
 def test_koordctl_status_without_credentials(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake_koordlet(monkeypatch)
-    monkeypatch.setattr(ctl, "has_cluster_credentials", lambda _kubeconfig: False)
+    monkeypatch.setattr(client, "has_cluster_credentials", lambda _kubeconfig: False)
     assert ctl.main(["status"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("node node-1\n" + chain.NO_CLUSTER)
@@ -174,7 +176,7 @@ def test_koordctl_status_reads_the_cluster_for_the_node(
         asked.append((node, kubeconfig))
         return CLUSTER
 
-    monkeypatch.setattr(ctl, "read_cluster", read_cluster)
+    monkeypatch.setattr(client, "read_cluster", read_cluster)
     assert ctl.main(["status", "--node", "node-1", "--kubeconfig", "/k"]) == 0
     assert asked == [("node-1", "/k")]
     out = capsys.readouterr().out
@@ -183,6 +185,6 @@ def test_koordctl_status_reads_the_cluster_for_the_node(
     def broken(node: str, kubeconfig: str | None) -> dict[str, Any]:
         raise OSError("no route")
 
-    monkeypatch.setattr(ctl, "read_cluster", broken)
+    monkeypatch.setattr(client, "read_cluster", broken)
     assert ctl.main(["status", "--node", "node-1", "--kubeconfig", "/k"]) == 1
     assert "API server not reachable: OSError: no route" in capsys.readouterr().out

@@ -13,9 +13,13 @@ from typing import Any
 
 import pytest
 
-from koordlet import ctl
 from koordlet.applying import Applier
-from koordlet.conflicts import (
+from koordlet.ctl.explain import render_explain
+from koordlet.executor import CgroupWrite, Executor
+from koordlet.executor.resctrl import Resctrl
+from koordlet.metriccache import MetricCache
+from koordlet.metrics import KoordletMetrics
+from koordlet.nri.conflicts import (
     MEMORY_LIMIT,
     RESOURCES,
     Asked,
@@ -25,22 +29,18 @@ from koordlet.conflicts import (
     compare,
     shares_weights,
 )
-from koordlet.executor import CgroupWrite, Executor
-from koordlet.executor.resctrl import Resctrl
-from koordlet.hookserver import HookServer
-from koordlet.metriccache import MetricCache
-from koordlet.metrics import KoordletMetrics
+from koordlet.nri.hooks import HookServer
 from koordlet.reconciling import Reconciler
 from koordlet.states.pods import PodStore
 from koordlet.states.topology import Topology
-from koordlet.views import KoordletViews
+from koordlet.statusapi import KoordletViews
 from nri_plugin import Stub, api
 from nri_plugin.testing import FakeRuntime, PluginSession
 from runtimehooks import HOOKS
 from runtimehooks.registry import FailurePolicy
 from runtimehooks.request import ContainerRequest, PodRequest
 from runtimehooks.rules import KernelFeatures, NodeState, Rules
-from tests.unit.koordlet.test_hookserver import POD_DIR, be_pod, cgroup_tree, container
+from tests.unit.koordlet.nri.test_hooks import POD_DIR, be_pod, cgroup_tree, container
 
 MiB = 1 << 20
 PAGE = 4096
@@ -463,7 +463,7 @@ def start_be_container(tmp_path: Path, held: int, caplog: pytest.LogCaptureFixtu
         memory_file.write_text(f"{held}\n")
         parts.reconciler.reconcile_all()  # a periodic pass: leaves the waiting container alone
         assert memory_file.read_text().strip() == str(held)
-        with caplog.at_level(logging.WARNING, logger="koordlet.conflicts"):
+        with caplog.at_level(logging.WARNING, logger="koordlet.nri.conflicts"):
             await session.state_change(api.POST_START_CONTAINER, be_pod(), container())
 
     serve(tmp_path, parts.server, scenario)
@@ -496,7 +496,7 @@ def test_a_memory_limit_another_plugin_changed_is_counted_logged_and_explained(
         "asked": str(512 * MiB),
         "found": str(256 * MiB),
     }
-    text = ctl.render_explain(explained)
+    text = render_explain(explained)
     (shown,) = [line for line in text.splitlines() if "memory_limit" in line]
     assert shown.endswith(
         f" main: memory_limit asked {512 * MiB}, found {256 * MiB} (memory.limit_in_bytes)"
@@ -512,4 +512,4 @@ def test_the_value_koordlet_asked_is_no_conflict(
     assert not [r for r in caplog.records if "NRI conflict" in r.getMessage()]
     explained = parts.views.explain("jobs/batch-pod")
     assert explained is not None and explained["conflicts"] == []
-    assert "conflicts" not in ctl.render_explain(explained)
+    assert "conflicts" not in render_explain(explained)

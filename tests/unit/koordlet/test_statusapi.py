@@ -22,7 +22,7 @@ from koordlet.metrics import KoordletMetrics
 from koordlet.server import StatusServer
 from koordlet.states.pods import PodStore
 from koordlet.states.topology import Topology
-from koordlet.views import CPI_FRESH_SECONDS, KoordletViews
+from koordlet.statusapi import CPI_FRESH_SECONDS, KoordletViews
 from runtimehooks.rules import KernelFeatures
 
 NOW = 1_800_000_000.0

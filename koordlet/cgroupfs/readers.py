@@ -2,8 +2,7 @@
 
 ``CgroupFS`` answers "what does this cgroup's CPU counter / memory.stat / cpuset / CFS
 quota say" with Koordinator's v1 → v2 mapping (cpuacct.usage ↔ cpu.stat usage_usec * 1000,
-cpu.cfs_quota_us + cpu.cfs_period_us ↔ cpu.max). ``targets`` lists the pod and container
-cgroups of the known pods with their metric labels.
+cpu.cfs_quota_us + cpu.cfs_period_us ↔ cpu.max); files are where ``hierarchy`` says.
 
 Every failure to read one series becomes ``Skip`` with a short reason: ``missing`` (the
 cgroup or file does not exist: a container that went away between listing and reading),
@@ -15,21 +14,25 @@ the collector as a whole.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from koordapi.cpuset import parse_cpuset
 from koordapi.errors import ModelError
-from koordlet.collectors.rates import Skip
-from koordlet.executor.cgroup import detect_version, leaves_root, read_file
-from koordlet.states.pods import KnownPod
+from koordlet.cgroupfs.hierarchy import cgroup_file, detect_version, read_file, read_procs
 
 MISSING = "missing"
 UNREADABLE = "unreadable"
 MALFORMED = "malformed"
-NO_CGROUP_DIR = "no-cgroup-dir"
 
 UNLIMITED = -1
+
+
+class Skip(Exception):
+    """One series has no sample this pass; ``reason`` is the short key counted in ``skipped``."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
 
 
 def read_text(path: Path | str) -> str:
@@ -101,43 +104,6 @@ def require(stats: Mapping[str, int], keys: Iterable[str], where: str) -> list[i
     return values
 
 
-@dataclass(frozen=True)
-class Target:
-    """One pod or container cgroup to read, with the labels its samples carry."""
-
-    level: str  # "pod" | "container": the metric prefix
-    key: tuple[str, ...]  # (pod uid,) or (pod uid, container id): the series' identity
-    labels: Mapping[str, str] = field(hash=False)
-    cgroup_dir: str  # relative to a hierarchy root
-
-
-def targets(pods: Iterable[KnownPod]) -> tuple[list[Target], int]:
-    """Pod and container cgroups of ``pods``, and how many had no cgroup directory.
-
-    An empty directory would resolve to the hierarchy root, i.e. the whole node: such a
-    pod or container is left out (and counted) rather than reported with the node's usage.
-    """
-    out: list[Target] = []
-    without_dir = 0
-    for pod in pods:
-        uid = pod.request.uid
-        pod_dir = pod.request.cgroup_dir.strip("/")
-        if pod_dir:
-            out.append(Target("pod", (uid,), {"pod_uid": uid}, pod_dir))
-        else:
-            without_dir += 1
-        for container in pod.containers.values():
-            if container.sandbox:
-                continue
-            container_dir = container.cgroup_dir.strip("/")
-            if not container_dir:
-                without_dir += 1
-                continue
-            labels = {"pod_uid": uid, "container_id": container.id}
-            out.append(Target("container", (uid, container.id), labels, container_dir))
-    return out, without_dir
-
-
 class CgroupFS:
     """Read-only views of cgroup files under ``root`` (v1 with per-subsystem dirs, or v2).
 
@@ -155,14 +121,7 @@ class CgroupFS:
 
     def file(self, subsystem: str, cgroup: str, name: str) -> str:
         """``path`` as a string, built without pathlib (this runs for every file every pass)."""
-        rel = cgroup.strip("/")
-        if self.version == 1:
-            return (
-                f"{self._root_text}/{subsystem}/{rel}/{name}"
-                if rel
-                else f"{self._root_text}/{subsystem}/{name}"
-            )
-        return f"{self._root_text}/{rel}/{name}" if rel else f"{self._root_text}/{name}"
+        return cgroup_file(self._root_text, self.version, subsystem, cgroup, name)
 
     def cpu_stat(self, cgroup: str) -> dict[str, int]:
         """cpu.stat as numbers (v1: nr_periods, nr_throttled, ...; v2 also usage_usec)."""
@@ -229,20 +188,16 @@ class CgroupProcs:
     """Pids in a cgroup directory: its cgroup.procs in the cpu hierarchy (v1) or unified (v2).
 
     [] when the cgroup is gone or unreadable: a container that exited between listing and
-    reading simply has no processes left to attribute.
+    reading simply has no processes left to attribute; [] too for a path that leaves the root
+    (the runtime's path, not to be trusted: no one else's pids).
     """
 
     def __init__(self, cgroup_root: Path) -> None:
         self.root = cgroup_root
-        self._fs: CgroupFS | None = None  # the version is detected on first use, not at build
+        self._root_text = str(cgroup_root).rstrip("/")
+        self._version: int | None = None  # detected on first use, not at build
 
     def __call__(self, cgroup_dir: str) -> list[int]:
-        if leaves_root(cgroup_dir):  # the runtime's path, not to be trusted: no one else's pids
-            return []
-        if self._fs is None:
-            self._fs = CgroupFS(self.root)
-        try:
-            text = read_text(self._fs.path("cpu", cgroup_dir, "cgroup.procs"))
-        except Skip:
-            return []
-        return [int(p) for p in text.split() if p.isdigit()]
+        if self._version is None:
+            self._version = detect_version(self.root)
+        return read_procs(self._root_text, self._version, cgroup_dir)

@@ -2,16 +2,19 @@
 NodeSLO → applied values, assembled from koordlet's API and (when reachable) the API server.
 
 Pure functions over the JSON both sides serve: ``assemble`` builds the status object (also
-what ``--json`` prints), ``render`` the text. The I/O is in ``koordlet.ctl``.
+what ``--json`` prints), ``render`` the text. ``run`` reads both through ``koordlet.ctl.client``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from koordapi.explanation import ANNOTATION_NODE_RESOURCE_EXPLANATION, MANAGED_RESOURCES
+from koordlet.ctl import client
 
 CHAIN_RESOURCES = MANAGED_RESOURCES
 QOS_CLASSES = ("lseClass", "lsrClass", "lsClass", "beClass")
@@ -252,3 +255,31 @@ def render(status: Mapping[str, Any]) -> str:
     lines += [f"  {NEEDS_API}"] if cluster is None else _slo_lines(cluster["nodeSLO"])
     lines += ["5. applied values (BE pods, koordlet):", *_applied_lines(status)]
     return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The node's chain: usage → NodeMetric → batch resources → NodeSLO → applied values."""
+    local: dict[str, Any] = {}
+    local_error = None
+    try:
+        local["local_node"] = client.fetch(args.addr, "/api/v1/node")
+        local["local_pods"] = client.fetch(args.addr, "/api/v1/pods")
+        local["local_metric"] = client.fetch(args.addr, "/api/v1/nodemetric")
+    except client.KoordletUnreachable as err:
+        local_error = str(err)
+    node = args.node or (local.get("local_node") or {}).get("name") or socket.gethostname()
+    cluster, cluster_error = None, None
+    if client.has_cluster_credentials(args.kubeconfig):
+        try:
+            cluster = client.read_cluster(node, args.kubeconfig)
+        except Exception as err:
+            cluster_error = f"{type(err).__name__}: {err}"
+    report = assemble(
+        node_name=node,
+        local_error=local_error,
+        cluster=cluster,
+        cluster_error=cluster_error,
+        **local,
+    )
+    print(json.dumps(report) if args.json else render(report))
+    return 1 if local_error and cluster is None else 0

@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 from koordapi.cgroup import shares_to_weight
 from koordapi.cpuset import parse_cpuset
 from koordapi.errors import ModelError
+from koordlet.cgroupfs.resources import V1_UNLIMITED_FLOOR
 from koordlet.executor import CgroupWrite, Executor
-from koordlet.executor.cgroup import V1_UNLIMITED_FLOOR
 from nri_plugin import api
 from runtimehooks.request import ContainerRequest
 

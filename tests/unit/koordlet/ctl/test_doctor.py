@@ -20,11 +20,12 @@ import pytest
 from prometheus_client import generate_latest
 
 from koordapi.features import NOT_IMPLEMENTED, FeatureGates
-from koordlet import ctl, doctor
+from koordlet import ctl
 from koordlet.cli import build_parser
 from koordlet.collectors import gpu
 from koordlet.collectors.base import CollectorUnavailable
-from koordlet.doctor import Check, DoctorConfig, Status
+from koordlet.ctl import doctor
+from koordlet.ctl.doctor import Check, DoctorConfig, Status
 from koordlet.executor import coresched
 from koordlet.metrics import KoordletMetrics
 from tests.unit.koordlet.collectors import fake_nvml

@@ -1,9 +1,15 @@
-"""cgroup resources as Koordinator names them, and where each lives on cgroup v1 and v2.
+"""cgroup resources as Koordinator names them, where each lives on cgroup v1 and v2, and
+reading them back.
 
 A resource keeps its v1 file name as its name ("cpu.shares"); on v2 it is written to the v2
 file with the value converted (shares → cpu.weight, -1 → "max"). Each resource has a validator:
 a value outside the kernel's range is refused before any write. Values are compared by meaning
 (CPU sets as sets, "max" as -1), so writing what is already there is a no-op.
+
+``CgroupReader`` reads these resources back under a root (the version detected once): by
+meaning (``read``) or as the kernel shows them (``read_text``), plus a cgroup's children, pids
+and v2 directory. The executor reads through it before each write (it is one); the status API
+reads the applied values with it.
 """
 
 from __future__ import annotations
@@ -16,34 +22,16 @@ from pathlib import Path
 from koordapi.cgroup import shares_to_weight
 from koordapi.cpuset import parse_cpuset
 from koordapi.errors import ModelError
+from koordlet.cgroupfs.hierarchy import (
+    cgroup_file,
+    detect_version,
+    leaves_root,
+    read_file,
+    read_procs,
+    v2_root,
+)
 
 V1_UNLIMITED_FLOOR = 1 << 62  # v1 reports "no limit" as the largest page-aligned int64
-READ_SIZE = 1 << 16
-
-
-def read_file(path: str | Path) -> str:
-    """A whole (small) kernel file with os-level calls: the collectors and the QoS manager read
-    thousands of them a second. Raises OSError (FileNotFoundError when absent)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        data = os.read(fd, READ_SIZE)
-        if len(data) == READ_SIZE:  # rare: a file larger than one read
-            chunks = [data]
-            while chunk := os.read(fd, READ_SIZE):
-                chunks.append(chunk)
-            data = b"".join(chunks)
-    finally:
-        os.close(fd)
-    return data.decode(errors="replace")
-
-
-def write_file(path: str, value: str) -> None:
-    """One write(2) of the whole value, as cgroup files want."""
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)  # truncating is a no-op on cgroupfs
-    try:
-        os.write(fd, value.encode())
-    finally:
-        os.close(fd)
 
 
 def _range(lo: int | None, hi: int | None) -> Callable[[str], str | None]:
@@ -102,13 +90,6 @@ def _v2_max(value: str) -> str:
     return "max" if int(value) == -1 else value
 
 
-def leaves_root(cgroup: str) -> bool:
-    """Whether a cgroup path (from the runtime, so not to be trusted) climbs out of the
-    hierarchy root: a ".." component. cgroupfs has no symbolic links, so nothing else can."""
-    # the substring test first: every write of the executor asks, and almost none has ".."
-    return ".." in cgroup and ".." in cgroup.split("/")
-
-
 @dataclass(frozen=True)
 class Resource:
     name: str  # v1 file name
@@ -125,10 +106,11 @@ class Resource:
 
     def file(self, root: str, version: int, cgroup: str) -> str | None:
         """The file's path as a string (cheaper than Path on the hot paths); None: no v2 file."""
-        rel = cgroup.strip("/")
         if version == 2:
-            return None if self.v2_file is None else f"{root}/{rel}/{self.v2_file}"
-        return f"{root}/{self.subsystem}/{rel}/{self.v1_file or self.name}"
+            if self.v2_file is None:
+                return None
+            return cgroup_file(root, 2, self.subsystem, cgroup, self.v2_file)
+        return cgroup_file(root, 1, self.subsystem, cgroup, self.v1_file or self.name)
 
     def wire_value(self, value: str, version: int) -> str:
         return self.to_v2(value) if version == 2 else value
@@ -178,14 +160,59 @@ def lookup(name: str) -> Resource:
         raise ValueError(f"unknown cgroup resource {name!r}") from None
 
 
-def v2_root(root: Path) -> Path | None:
-    """The cgroup v2 hierarchy: ``root`` on a v2 host, ``root/unified`` on a hybrid one."""
-    if detect_version(root) == 2:
-        return root
-    unified = root / "unified"
-    return unified if (unified / "cgroup.controllers").exists() else None
+class CgroupReader:
+    """Reads the resources of the table back under ``root`` (v1 or v2, detected once)."""
 
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._root = str(root).rstrip("/") or "/"
+        self.version = detect_version(root)
 
-def detect_version(root: Path) -> int:
-    """2 for a unified hierarchy at ``root``, else 1 (v1 or hybrid)."""
-    return 2 if (root / "cgroup.controllers").exists() else 1
+    def _file(self, cgroup: str, resource: str) -> str | None:
+        res = lookup(resource)
+        return None if leaves_root(cgroup) else res.file(self._root, self.version, cgroup)
+
+    def read(self, cgroup: str, resource: str) -> object | None:
+        """The current value by meaning (-1 for unlimited, a set for cpusets), None if absent."""
+        path = self._file(cgroup, resource)
+        if path is None:
+            return None
+        try:
+            return lookup(resource).normalize(read_file(path))
+        except (OSError, ValueError):
+            return None
+
+    def read_text(self, cgroup: str, resource: str) -> str | None:
+        """The file's text as the kernel shows it (the v2 file on v2: ``cpu.weight``, ``cpu.max``
+        "quota period", ``memory.max``), None if absent, unreadable or the path leaves the root."""
+        path = self._file(cgroup, resource)
+        if path is None:
+            return None
+        try:
+            return read_file(path)
+        except OSError:
+            return None
+
+    def v2_dir(self, cgroup: str) -> Path | None:
+        """The cgroup's directory in the v2 hierarchy (``unified/`` on a hybrid host), if any."""
+        base = None if leaves_root(cgroup) else v2_root(self.root)
+        folder = None if base is None else base / cgroup.strip("/")
+        return folder if folder is not None and folder.is_dir() else None
+
+    def subdirs(self, cgroup: str, resource: str) -> list[str]:
+        """Child cgroups of ``cgroup`` in ``resource``'s hierarchy, as cgroup paths ([] if gone)."""
+        path = self._file(cgroup, resource)
+        if path is None:
+            return []
+        base = cgroup.strip("/")
+        try:
+            # scandir's d_type says "directory" without a stat of every file in the cgroup
+            with os.scandir(path.rsplit("/", 1)[0]) as entries:
+                names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+        except OSError:
+            return []
+        return [f"{base}/{name}" for name in names]
+
+    def procs(self, cgroup: str) -> list[int]:
+        """Pids in ``cgroup`` (its cgroup.procs; the cpu hierarchy on v1), [] if it is gone."""
+        return read_procs(self._root, self.version, cgroup)

@@ -1,0 +1,199 @@
+"""The ``koordctl`` command: look at what the node agent and the runtime see.
+
+Subcommands:
+    top          live node and per-pod usage grouped by QoS class (from the local koordlet)
+    pods         known pods, their QoS class and the values koordlet applied
+    query        aggregates of a metric over a window (avg, p50 ... p99, last, count)
+    inspect      live run-queue latency of each pod (eBPF), with CPU, throttling, PSI and CPI;
+                 with --pod, one pod's latency histogram
+    nri-events   register as an external NRI plugin and print every NRI message as a JSON line
+    kernel       the kernel interfaces koordlet would use here (cgroup version, group identity
+                 mechanism, core scheduling, resctrl)
+    install      put koordlet on this node: a systemd service (--systemd) or containerd's
+                 pre-installed NRI plugin (--nri-plugin); turns NRI on in containerd's config
+    status       a node's chain: measured usage → NodeMetric → batch resources → NodeSLO →
+                 applied values (koordlet's view; the cluster part with --kubeconfig)
+    doctor       check this node for koordlet: containerd's NRI settings and socket, koordlet's
+                 registration, cgroups, kernel features, devices; a fix for each problem
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import logging
+from importlib.metadata import version
+from typing import Any
+
+from koordapi import logsetup
+from koordlet.ctl.client import DEFAULT_ADDR
+from nri_plugin import DEFAULT_SOCKET_PATH
+
+# Each subcommand's module (koordlet.ctl.<module>, imported when the command runs) has
+# ``run(args) -> int``.
+COMMANDS = {
+    "nri-events": "nri_events",
+    "top": "top",
+    "pods": "pods",
+    "query": "query",
+    "explain": "explain",
+    "inspect": "inspect",
+    "install": "install",
+    "kernel": "kernel",
+    "doctor": "doctor",
+    "status": "status",
+}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the parsed subcommand."""
+    module = importlib.import_module(f"koordlet.ctl.{COMMANDS[args.command]}")
+    return int(module.run(args))
+
+
+def add_status_parser(sub: Any) -> None:
+    cmd = sub.add_parser(
+        "status",
+        help="a node's chain: usage, NodeMetric, batch resources, NodeSLO, applied values",
+        description="One node's chain from measured usage to applied values: koordlet's usage "
+        "and NodeMetric report, the API server's NodeMetric, the Node's batch and mid "
+        "resources with koord-manager's explanation, the NodeSLO's key settings, and the "
+        "values koordlet applied to BE pods. The cluster part needs --kubeconfig or "
+        "in-cluster credentials. Exits 1 when neither koordlet nor the API server answers.",
+    )
+    cmd.add_argument("--node", help="node name (default: koordlet's, else this host's)")
+    cmd.add_argument("--kubeconfig", help="default: in-cluster, $KUBECONFIG or ~/.kube/config")
+    cmd.add_argument("--addr", default=DEFAULT_ADDR, help="koordlet's --addr (default %(default)s)")
+    cmd.add_argument("--json", action="store_true", help="one JSON object")
+
+
+def add_doctor_parser(sub: Any) -> None:
+    doc = sub.add_parser(
+        "doctor",
+        help="check this node for koordlet: containerd's NRI, cgroups, kernel features, devices",
+        description="One line per check (OK, WARN or FAIL) with the fix for each WARN and FAIL: "
+        "containerd's version and NRI settings, the NRI socket, koordlet's registration, the "
+        "cgroup layout and driver, optional kernel features, GPUs and RDMA devices. Exits 1 "
+        "when any check fails.",
+    )
+    doc.add_argument("--containerd-config", default="/etc/containerd/config.toml")
+    doc.add_argument("--containerd-bin", default="containerd", help="for its version")
+    doc.add_argument("--nri-socket", help="NRI socket (default: containerd's socket_path)")
+    doc.add_argument("--addr", default=DEFAULT_ADDR, help="koordlet's --addr (default %(default)s)")
+    doc.add_argument("--proc-root-dir", default="/proc/")
+    doc.add_argument("--sys-root-dir", default="/sys/")
+    doc.add_argument("--cgroup-root-dir", default="/sys/fs/cgroup/")
+    doc.add_argument("--json", action="store_true", help="one JSON object")
+
+
+def add_install_parser(sub: Any) -> None:
+    inst = sub.add_parser(
+        "install",
+        help="install koordlet on this node (systemd service or pre-installed NRI plugin)",
+        description="Install koordlet as a systemd service that connects to containerd's NRI "
+        "socket (--systemd), or as an executable in containerd's NRI plugin folder that "
+        "containerd launches itself (--nri-plugin). Either turns NRI on in containerd's "
+        "configuration when it is off. Checks come first; on any failure nothing stays written.",
+    )
+    mode = inst.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--systemd", action="store_true", help="koordlet.service, enabled")
+    mode.add_argument(
+        "--nri-plugin", action="store_true", help="00-koordlet in containerd's NRI plugin folder"
+    )
+    inst.add_argument(
+        "--plugin-path",
+        help="NRI plugin folder (default: containerd's plugin_path, normally /opt/nri/plugins)",
+    )
+    inst.add_argument("--containerd-config", default="/etc/containerd/config.toml")
+    inst.add_argument("--containerd-bin", default="containerd", help="for its version")
+    inst.add_argument("--config-dir", default="/etc/koordlet", help="where koordlet.env is kept")
+    inst.add_argument("--koordlet-args", default="", help="koordlet's flags for a new koordlet.env")
+    inst.add_argument(
+        "--root", default="/", help="install into this file tree instead (systemctl offline)"
+    )
+    inst.add_argument(
+        "--no-start", action="store_true", help="enable koordlet.service but do not start it"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="koordctl", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=version("koordinator-py"))
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log protocol details to stderr"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    events = sub.add_parser(
+        "nri-events",
+        help="print every NRI message as a JSON line",
+        description="Register as an external NRI plugin and print every message the runtime "
+        "sends (configure, synchronize, each pod and container event) as one JSON object per "
+        "line. It changes nothing. It reconnects when the runtime restarts.",
+    )
+    events.add_argument(
+        "--socket", default=str(DEFAULT_SOCKET_PATH), help="NRI socket (default %(default)s)"
+    )
+    events.add_argument("--name", default="nri-events", help="plugin name (default %(default)s)")
+    events.add_argument(
+        "--idx", default="99", help="plugin index, two digits; 99 runs after every other plugin"
+    )
+    events.add_argument("--once", action="store_true", help="exit when the connection closes")
+    addr_help = "koordlet's --addr (default %(default)s)"
+    top_cmd = sub.add_parser("top", help="live node and pod usage by QoS class")
+    top_cmd.add_argument("--addr", default=DEFAULT_ADDR, help=addr_help)
+    top_cmd.add_argument("--once", action="store_true", help="print one table and exit")
+    top_cmd.add_argument("--interval", type=float, default=2.0, help="refresh period (seconds)")
+    pods_cmd = sub.add_parser("pods", help="known pods, QoS class and applied values")
+    pods_cmd.add_argument("--addr", default=DEFAULT_ADDR, help=addr_help)
+    pods_cmd.add_argument("--json", action="store_true")
+    query_cmd = sub.add_parser("query", help="aggregate a metric over a window")
+    query_cmd.add_argument("metric", help="e.g. pod_cpu_usage, node_memory_usage")
+    query_cmd.add_argument("--window", default="5m", help="e.g. 30s, 5m, 1h (default %(default)s)")
+    query_cmd.add_argument(
+        "--agg", default="avg", choices=["avg", "p50", "p90", "p95", "p99", "last", "count"]
+    )
+    query_cmd.add_argument(
+        "--label", action="append", default=[], help="KEY=VALUE filter, repeatable"
+    )
+    query_cmd.add_argument("--addr", default=DEFAULT_ADDR, help=addr_help)
+    query_cmd.add_argument("--json", action="store_true")
+    explain_cmd = sub.add_parser(
+        "explain",
+        help="a pod's applied values and the QoS actions (with reasons) behind them; "
+        "`explain node NAME`: a node's batch resources and how koord-manager computed them",
+    )
+    explain_cmd.add_argument("pod", help="pod uid, NAMESPACE/NAME or name; or `node`")
+    explain_cmd.add_argument("name", nargs="?", help="with `node`: the node's name")
+    explain_cmd.add_argument("--kubeconfig", help="with `node`: default in-cluster or ~/.kube")
+    explain_cmd.add_argument("--addr", default=DEFAULT_ADDR, help=addr_help)
+    explain_cmd.add_argument("--json", action="store_true")
+    inspect_cmd = sub.add_parser(
+        "inspect",
+        help="live run-queue latency of each pod (eBPF) with CPU, throttling, PSI and CPI",
+        description="How long each pod's runnable threads waited for a CPU over koordlet's "
+        "latest window (the SchedLatencyCollector feature gate), next to its CPU usage, CFS "
+        "throttling, CPU pressure and CPI. With --pod, one pod's latency histogram. Exits 1 "
+        "with the reason when the collector cannot run on this node.",
+    )
+    inspect_cmd.add_argument("--pod", help="one pod (uid, NAMESPACE/NAME or name): its histogram")
+    inspect_cmd.add_argument("--addr", default=DEFAULT_ADDR, help=addr_help)
+    inspect_cmd.add_argument("--once", action="store_true", help="print one table and exit")
+    inspect_cmd.add_argument("--interval", type=float, default=2.0, help="refresh period (seconds)")
+    inspect_cmd.add_argument("--json", action="store_true", help="print the API's JSON and exit")
+    add_install_parser(sub)
+    kern = sub.add_parser("kernel", help="the kernel interfaces koordlet would use on this node")
+    kern.add_argument("--cgroup-root-dir", default="/sys/fs/cgroup/")
+    kern.add_argument("--sys-fs-root-dir", default="/sys/fs/")
+    kern.add_argument("--json", action="store_true", help="one JSON object")
+    add_doctor_parser(sub)
+    add_status_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logsetup.configure(logging.INFO if args.verbose else logging.WARNING)
+    with contextlib.suppress(KeyboardInterrupt):
+        return run(args)
+    return 130

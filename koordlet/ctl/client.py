@@ -1,0 +1,74 @@
+"""koordctl's I/O: koordlet's JSON API on the node and, for the commands that use it, the API
+server (the Node, NodeMetric and NodeSLO through ``koordkube``, imported only when used)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+DEFAULT_ADDR = "127.0.0.1:9316"
+
+
+class KoordletUnreachable(Exception):
+    pass
+
+
+def fetch(addr: str, path: str) -> Any:
+    """GET koordlet's JSON API at ``addr`` (HOST:PORT)."""
+    url = f"http://{addr}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        detail = err.read().decode(errors="replace").strip()
+        raise KoordletUnreachable(f"{url}: HTTP {err.code}: {detail}") from None
+    except (OSError, ValueError) as err:
+        raise KoordletUnreachable(
+            f"cannot reach koordlet at {addr} ({err}); is it running with --addr {addr}?"
+        ) from None
+
+
+def read_node(name: str, kubeconfig: str | None) -> dict[str, Any]:
+    """The Node ``name`` from the API server."""
+    from lightkube.resources.core_v1 import Node  # noqa: PLC0415 - only `explain node` needs it
+
+    from koordkube.client import KubeApi, build_client  # noqa: PLC0415
+
+    async def read() -> dict[str, Any]:
+        return await KubeApi(build_client(kubeconfig)).get(Node, name)
+
+    return asyncio.run(read())
+
+
+def read_cluster(node: str, kubeconfig: str | None) -> dict[str, Any]:
+    """The Node, its NodeMetric and NodeSLO from the API server (None for one that is absent)."""
+    from lightkube.resources.core_v1 import Node  # noqa: PLC0415 - only this command needs it
+
+    from koordkube.client import KubeApi, build_client, is_not_found  # noqa: PLC0415
+    from koordkube.resources import NodeMetric, NodeSLO  # noqa: PLC0415
+
+    async def read() -> dict[str, Any]:
+        api = KubeApi(build_client(kubeconfig))
+        found: dict[str, Any] = {}
+        for key, res in (("node", Node), ("nodeMetric", NodeMetric), ("nodeSLO", NodeSLO)):
+            try:
+                found[key] = await api.get(res, node)
+            except Exception as err:
+                if not is_not_found(err):
+                    raise
+                found[key] = None
+        return found
+
+    return asyncio.run(read())
+
+
+def has_cluster_credentials(kubeconfig: str | None) -> bool:
+    if kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return True
+    path = os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
+    return Path(path).is_file()
