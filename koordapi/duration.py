@@ -1,7 +1,7 @@
 """Go durations (metav1.Duration) as Koordinator's objects carry them: "5m0s", "300s", "1h30m".
 
 One parser and one formatter for the NodeMetric collect policy, which koord-manager writes
-and koordlet reads (controlplane-apis §4.5: servers emit the canonical form, accept others),
+and koordlet reads (Kubernetes' convention: servers emit the canonical form and accept others),
 and for the daemons' duration flags (``parse_seconds``, which also takes plain seconds).
 """
 

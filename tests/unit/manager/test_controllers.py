@@ -1,6 +1,6 @@
 """koord-manager's controllers end to end against the in-process fake API server.
 
-The node and its NodeMetric are PART C's base case (test_noderesource.py): with colocation
+The node and its NodeMetric are the base case of test_noderesource.py: with colocation
 on, the manager publishes batch-cpu 37000 and batch-memory 98Gi, explains them, writes the
 node's NodeSLO and NodeMetric spec, and reacts to ConfigMap changes, invalid keys included.
 """
@@ -35,7 +35,7 @@ def config_map(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def seeded(colocation: dict[str, Any] | None = None, **more: Any) -> FakeKubeAPI:
-    """PART C's node with fresh metrics and its pods, and the ConfigMap."""
+    """The base node with fresh metrics and its pods, and the ConfigMap."""
     api = FakeKubeAPI()
     node = {"apiVersion": "v1", "kind": "Node", **make_node()}
     node["metadata"]["uid"] = "uid-node-1"

@@ -1,6 +1,6 @@
 """NodeResource decisions: batch and mid amounts, degradation, adjustments, sync and patch.
 
-The base node is PART C's: capacity 100 cores / 400 GiB, allocatable 98 cores / 390 GiB
+The base node: capacity 100 cores / 400 GiB, allocatable 98 cores / 390 GiB
 (kubelet reserves 2 / 10 GiB), system usage 3 cores / 12 GiB, five prod pods requesting
 50 cores / 200 GiB in total and using 20 cores / 150 GiB, all reported, none LSE.
 """
@@ -132,7 +132,7 @@ def run(
     )
 
 
-# -- PART C batch cases ----------------------------------------------------------------------
+# -- batch cases -------------------------------------------------------------------------------
 
 
 def be_pods(usage_cpu: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -306,7 +306,7 @@ def test_node_disabled_by_annotation_strategy() -> None:
     assert "DisableInConfig" in run(strategy, node=node).reason
 
 
-# -- PART C mid cases ------------------------------------------------------------------------
+# -- mid cases ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -373,7 +373,7 @@ def test_mid_skips_mid_pods_in_unallocated() -> None:
     assert result.quantities[keys.MID_CPU] == "57000"
 
 
-# -- pod accounting --------------------------------------------------------------------------
+# -- pod accounting ----------------------------------------------------------------------------
 
 
 def test_hp_pod_without_metric_counts_its_request_in_every_policy() -> None:
@@ -482,7 +482,7 @@ def test_unreadable_pod_is_skipped_and_its_metric_still_counts(bad_pod: dict[str
     assert any("default/prod-4" in note for note in result.notes)
 
 
-# -- invalid NodeMetric ----------------------------------------------------------------------
+# -- invalid NodeMetric ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -549,7 +549,7 @@ def test_node_without_capacity_removes_every_key(node: dict[str, Any]) -> None:
     assert "status.capacity" in result.reason
 
 
-# -- adjustments -----------------------------------------------------------------------------
+# -- adjustments -------------------------------------------------------------------------------
 
 
 def third_party(cpu: str, memory: str, priority: str = "koord-batch") -> str:
@@ -632,7 +632,7 @@ def test_every_written_number_is_in_its_explanation() -> None:
     assert clamped.resources[keys.BATCH_CPU].explanation.endswith("= -40)")
 
 
-# -- sync throttling (PART C 9) --------------------------------------------------------------
+# -- sync throttling ---------------------------------------------------------------------------
 
 
 def current(
@@ -682,7 +682,7 @@ def test_need_sync_on_removal_and_zero_to_zero() -> None:
     assert not write
 
 
-# -- patch -----------------------------------------------------------------------------------
+# -- patch -------------------------------------------------------------------------------------
 
 
 def test_status_patch_sets_both_maps_and_changed_annotations_only() -> None:
@@ -726,7 +726,7 @@ def test_status_patch_applies_as_a_merge_patch() -> None:
     assert merged["status"]["capacity"] == {"cpu": "100", "memory": "400Gi"}
 
 
-# -- the pod memo ----------------------------------------------------------------------------
+# -- the pod memo ------------------------------------------------------------------------------
 
 
 def test_pod_memo_reuses_views_by_uid_and_resource_version() -> None:

@@ -69,7 +69,7 @@ def render(data: dict[str, str], n: dict[str, Any] | None = None, **kw: Any) -> 
     return rendered
 
 
-# -- PART C: defaults --------------------------------------------------------------------------
+# -- defaults ----------------------------------------------------------------------------------
 
 
 def test_configmap_without_threshold_key_gives_koordinators_defaults() -> None:
@@ -118,7 +118,7 @@ def test_resource_qos_strategy_is_written_as_sparse_as_configured() -> None:
     }
 
 
-# -- PART C: nodeStrategies --------------------------------------------------------------------
+# -- nodeStrategies ----------------------------------------------------------------------------
 
 THRESHOLD_DEFAULT = default_spec()["resourceUsedThresholdWithBE"]
 BURST_DEFAULT = default_spec()["cpuBurstStrategy"]
@@ -221,7 +221,7 @@ def test_node_selector_semantics_follow_go(selector: Any, matches_node: bool) ->
     assert policy == ("auto" if matches_node else "none")
 
 
-# -- PART C: a key that fails keeps its previous value ------------------------------------------
+# -- a key that fails keeps its previous value -------------------------------------------------
 
 PREVIOUS: dict[str, Any] = {
     "resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressThresholdPercent": 42},
@@ -295,7 +295,7 @@ def test_previous_extensions_are_carried_over() -> None:
     assert "extensions" not in render({}).spec
 
 
-# -- bad input -----------------------------------------------------------------------------------
+# -- bad input ---------------------------------------------------------------------------------
 
 BAD_INPUT = [
     pytest.param(RESOURCE_THRESHOLD_CONFIG, "{", "invalid JSON: Expecting", id="invalid-json"),
@@ -522,7 +522,7 @@ def test_null_values_keep_the_default() -> None:
     assert render(data).spec["cpuBurstStrategy"] == default_spec()["cpuBurstStrategy"]
 
 
-# -- network bandwidth annotation -----------------------------------------------------------------
+# -- network bandwidth annotation --------------------------------------------------------------
 
 SYSTEM = {
     "clusterStrategy": {"totalNetworkBandwidth": "1G"},
@@ -557,7 +557,7 @@ def test_network_bandwidth_annotation_applies_without_system_config() -> None:
     assert rendered.spec["systemStrategy"] == {"totalNetworkBandwidth": "5G"}
 
 
-# -- host applications ---------------------------------------------------------------------------
+# -- host applications -------------------------------------------------------------------------
 
 HOST_APPS: dict[str, Any] = {
     "applications": [
@@ -601,7 +601,7 @@ def test_host_applications_per_node(labels: dict[str, str], names: list[str] | N
         assert spec["hostApplications"][0] == HOST_APPS["applications"][0]
 
 
-# -- validate_slo_configmap -----------------------------------------------------------------------
+# -- validate_slo_configmap --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -700,7 +700,7 @@ def test_validate_accepts_the_charts_whole_slo_config() -> None:
     assert validate_slo_configmap(chart_slo_data()) == []
 
 
-# -- the chart's ConfigMap ------------------------------------------------------------------------
+# -- the chart's ConfigMap ---------------------------------------------------------------------
 
 
 def chart_slo_data() -> dict[str, str]:
@@ -750,7 +750,7 @@ def test_rendered_specs_are_independent_copies() -> None:
     assert second["resourceUsedThresholdWithBE"]["enable"] is False
 
 
-# -- the NodeSLO object ---------------------------------------------------------------------------
+# -- the NodeSLO object ------------------------------------------------------------------------
 
 
 def test_node_slo_object_is_owned_by_its_node() -> None:

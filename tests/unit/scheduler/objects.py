@@ -1,5 +1,5 @@
 """Builders for the Kubernetes JSON the scheduler tests feed in: nodes, NodeMetrics, pods and
-CPU topologies. Defaults are PART C's LoadAware node: 32 cores / 128 GiB allocatable."""
+CPU topologies. Defaults are a LoadAware node: 32 cores / 128 GiB allocatable."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LoadAwareScheduling: PART C's cases, the estimator, the assigned-pod accounting, expiry,
+"""LoadAwareScheduling: filter and score cases, the estimator, the assigned-pod accounting, expiry,
 thresholds, the score and its 0..10 mapping, and the cache."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def decide(
     )
 
 
-# -- PART C ----------------------------------------------------------------------------------
+# -- filter and score --------------------------------------------------------------------------
 
 BOUND_10S_AGO = [(running("bound", "4"), NOW - 10)]
 
@@ -149,7 +149,7 @@ def _fresh_digest() -> loadaware.MetricDigest:
     return loadaware.digest_node_metric(make_metric())
 
 
-# -- the estimator ---------------------------------------------------------------------------
+# -- the estimator -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -215,7 +215,7 @@ def test_estimate_refuses_a_malformed_quantity() -> None:
         estimate_pod(make_pod(requests={"cpu": "lots"}), ARGS)
 
 
-# -- the assigned-pod accounting -------------------------------------------------------------
+# -- the assigned-pod accounting ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -252,7 +252,7 @@ def test_terminated_assigned_pod_adds_nothing() -> None:
     assert load.used[0] == 10000
 
 
-# -- filter details --------------------------------------------------------------------------
+# -- filter details ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -342,7 +342,7 @@ def test_thresholds_off_pass_everything() -> None:
     assert decide(make_pod(), make_metric(cpu="40", age=500), args=args)[0] is None
 
 
-# -- malformed NodeMetrics -------------------------------------------------------------------
+# -- malformed NodeMetrics ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -366,7 +366,7 @@ def test_malformed_nodemetric_counts_as_none_and_says_why(mutate: Any) -> None:
     assert decide(make_pod(requests={"cpu": "8"}), metric) == (None, 0)
 
 
-# -- the score -------------------------------------------------------------------------------
+# -- the score ---------------------------------------------------------------------------------
 
 
 def test_score_weights_and_dominant_resource() -> None:
@@ -391,7 +391,7 @@ def test_extender_score_rounds_half_up_to_0_10(score: int, mapped: int) -> None:
     assert extender_score(score) == mapped
 
 
-# -- args ------------------------------------------------------------------------------------
+# -- args --------------------------------------------------------------------------------------
 
 
 def test_args_from_koordinator_apply_its_defaulting() -> None:
@@ -424,7 +424,7 @@ def test_args_refuse_what_koordinator_refuses(config: dict[str, Any]) -> None:
         LoadAwareArgs.from_koordinator(config)
 
 
-# -- the cache -------------------------------------------------------------------------------
+# -- the cache ---------------------------------------------------------------------------------
 
 
 def test_cache_reuses_a_load_until_an_input_changes() -> None:
@@ -463,7 +463,7 @@ def test_cache_matches_the_uncached_function() -> None:
     )
 
 
-# -- the precomputed forms agree with Koordinator's formulas ---------------------------------
+# -- the precomputed forms agree with Koordinator's formulas -----------------------------------
 
 
 def go_round(value: float) -> int:

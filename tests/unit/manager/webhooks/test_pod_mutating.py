@@ -41,7 +41,7 @@ def _mutate(
 
 
 def test_batch_profile_turns_cpu_memory_into_batch_resources() -> None:
-    """PART C webhook case 1: profile {qosClass: BE, priorityClassName: koord-batch}."""
+    """A profile {qosClass: BE, priorityClassName: koord-batch}."""
     original = pod(container(requests=CPU2_MEM4, limits=CPU2_MEM4), labels=BATCH_LABELS)
     response = _mutate(original)
     assert response.allowed
@@ -64,7 +64,7 @@ def test_batch_profile_turns_cpu_memory_into_batch_resources() -> None:
 
 
 def test_pod_matching_no_profile_is_left_unchanged() -> None:
-    """PART C webhook case 2: the same pod without a matching profile."""
+    """The same pod without a matching profile."""
     original = pod(container(requests=CPU2_MEM4, limits=CPU2_MEM4), labels={"colocation": "none"})
     response = _mutate(original)
     assert response.allowed

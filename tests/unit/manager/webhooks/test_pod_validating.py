@@ -28,11 +28,11 @@ def _denied(response: AdmissionResponse, *fragments: str) -> None:
         assert fragment in response.message
 
 
-# -- PART C webhook cases ----------------------------------------------------------------------
+# -- webhook cases -----------------------------------------------------------------------------
 
 
 def test_batch_resources_without_be_label_are_rejected() -> None:
-    """PART C: pod with batch-cpu but without koordinator.sh/qosClass=BE → rejected."""
+    """A pod with batch-cpu but without koordinator.sh/qosClass=BE → rejected."""
     response = _validate(pod(container(requests={keys.BATCH_CPU: "1000"}), labels=BATCH))
     _denied(
         response, f"metadata.labels[{keys.LABEL_QOS_CLASS}]", "must be BE", "spec.containers[main]"
@@ -40,13 +40,13 @@ def test_batch_resources_without_be_label_are_rejected() -> None:
 
 
 def test_lsr_pod_with_fractional_cpu_is_rejected() -> None:
-    """PART C: LSR pod with cpu 1500m → rejected."""
+    """An LSR pod with cpu 1500m → rejected."""
     response = _validate(qos_pod("LSR", container(requests={"cpu": "1500m"}), labels=PROD))
     _denied(response, "integer number of CPUs", "1500m", "spec.containers[main]=1500m")
 
 
 def test_changing_qos_class_on_update_is_rejected() -> None:
-    """PART C: changing qosClass on update → rejected."""
+    """Changing qosClass on update → rejected."""
     old = qos_pod("LS", container(requests={"cpu": "1"}), labels=PROD)
     new = qos_pod("BE", container(requests={"cpu": "1"}), labels=PROD)
     response = _validate(new, "UPDATE", old=old)
@@ -55,7 +55,7 @@ def test_changing_qos_class_on_update_is_rejected() -> None:
     )
 
 
-# -- the rest of the rules -------------------------------------------------------------------------
+# -- the rest of the rules ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -134,7 +134,7 @@ def _answer(
     return response
 
 
-# -- the PART C webhook cases over HTTPS -------------------------------------------------------
+# -- the webhook cases over HTTPS --------------------------------------------------------------
 
 
 def test_mutate_pod_batch_profile_over_https(tmp_path: Path) -> None:
