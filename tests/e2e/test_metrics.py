@@ -126,4 +126,8 @@ def test_cpu_pressure_of_a_crowded_container_is_its_pods_psi(node: Node) -> None
             return float(found[0]["last"]) if found else -1.0
 
         koordlet.wait_until(lambda: cpu_some(crowded.uid) > 20, 30, "crowded pod's cpu pressure")
-        assert 0 <= cpu_some(idle.uid) < 10
+        # The idle pod's own start (runc, its sleep) waited for the saturated CPUs too, and its
+        # average decays from there: on a slow machine (a VM under emulation) it can still be
+        # above 10 % when the crowded pod's passes 20 %.
+        koordlet.wait_until(lambda: 0 <= cpu_some(idle.uid) < 10, 30, "idle pod's pressure low")
+        assert cpu_some(crowded.uid) > 20  # while the crowded pod's stays high
