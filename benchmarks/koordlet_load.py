@@ -1,7 +1,12 @@
 """koordlet's own CPU and memory with many real containers (collectors every second, the
 reconciler every 10 s), on the private containerd. Prints one JSON line; nothing is asserted.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/koordlet_load.py -n 200 --seconds 60
+    PYTHONPATH=. .venv/bin/python benchmarks/koordlet_load.py -n 200 --seconds 60 \
+        [--flame docs/flame-koordlet-200.svg]
+
+With ``--flame``, py-spy (``pip install py-spy``) records koordlet for 20 s after the
+measurement (py-spy's own cost never enters the measured window) and writes a flame graph of
+every thread, idle frames left out.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 import urllib.request
@@ -18,6 +24,9 @@ from koordapi import keys
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess
 from tests.e2e.harness.node import Node
+
+# koordlet's defaults where the e2e harness shortens them (its NodeMetric report every 2 s)
+DEFAULTS = ("--collect-res-used-interval", "1s", "--node-metric-report-interval", "60s")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -45,6 +54,15 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
+def record_flame(pid: int, out: Path, seconds: int = 20) -> None:
+    spy = Path(sys.executable).parent / "py-spy"
+    subprocess.run(
+        [str(spy), "record", "--pid", str(pid), "--duration", str(seconds), "--rate", "200",
+         "--format", "flamegraph", "--output", str(out), "--nonblocking"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--containers", type=int, default=200)
@@ -55,12 +73,13 @@ def main() -> int:
         default=[],
         help="extra koordlet argument, repeatable (e.g. --koordlet-arg=--feature-gates=...)",
     )
+    parser.add_argument("--flame", type=Path, help="write a py-spy flame graph (SVG) here")
     args = parser.parse_args()
     node = Node.start()
     result: dict[str, object] = {"benchmark": "koordlet_load", "containers": args.containers}
     try:
         with KoordletProcess(
-            node, args=("--collect-res-used-interval", "1s", *args.koordlet_arg), interval="10s"
+            node, args=(*DEFAULTS, *args.koordlet_arg), interval="10s"
         ) as koordlet:
             assert koordlet.proc is not None
             pid = koordlet.proc.pid
@@ -74,7 +93,9 @@ def main() -> int:
             cpu0, wall0 = cpu_seconds(pid), time.monotonic()
             time.sleep(args.seconds)
             cpu1, wall1 = cpu_seconds(pid), time.monotonic()
-            result["cpu_percent_of_one_core"] = round(100 * (cpu1 - cpu0) / (wall1 - wall0), 2)
+            cpu_percent = 100 * (cpu1 - cpu0) / (wall1 - wall0)
+            result["cpu_percent_of_one_core"] = round(cpu_percent, 2)
+            result["cpu_percent_per_100_containers"] = round(100 * cpu_percent / args.containers, 2)
             result["rss_mib"] = round(rss_bytes(pid) / (1 << 20), 1)
             url = f"http://127.0.0.1:{koordlet.port}/api/v1/node"
             with urllib.request.urlopen(url, timeout=10) as response:
@@ -84,6 +105,8 @@ def main() -> int:
             }
             result["known_pods"] = koordlet.metric("koordlet_known_pods")
             result["qos_strategy_ms_per_run"] = strategy_times(koordlet)
+            if args.flame:
+                record_flame(pid, args.flame)
     finally:
         result["teardown_problems"] = node.teardown()
     print(json.dumps(result))

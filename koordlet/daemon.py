@@ -19,6 +19,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from koordlet.applying import Applier
+from koordlet.cgroupfs.hierarchy import raise_open_files_limit
 from koordlet.cluster import build_api, build_eviction_api, cluster_mode
 from koordlet.collectors.base import Collector, CollectorRunner
 from koordlet.collectors.be import BECollector
@@ -76,6 +77,7 @@ log = logging.getLogger(__name__)
 
 CONFIG_POLL_SECONDS = 2.0
 CLUSTER_SYNC_SECONDS = 5.0  # how long start-up waits for the NodeSLO and Node watches
+CACHE_FLUSH_SECONDS = 10.0  # samples are written to the metric cache in batches this far apart
 
 
 def split_addr(addr: str) -> tuple[str, int]:
@@ -137,6 +139,7 @@ class Koordlet:
             config.tsdb_path / "metrics.db" if config.tsdb_path else None,
             retention_seconds=config.tsdb_retention,
             max_bytes=config.tsdb_max_bytes,
+            flush_seconds=CACHE_FLUSH_SECONDS,
         )
         if cache_problem is not None:
             log.error(
@@ -512,6 +515,7 @@ class Koordlet:
         # Collectors run in worker threads; a short GIL switch interval lets the event loop
         # (the NRI requests, which containerd waits for) take over from them quickly.
         sys.setswitchinterval(0.0005)
+        raise_open_files_limit()  # the pods collector keeps its cgroup files open
         if self.kube_eviction is not None:  # strategies' threads evict through this loop
             self.kube_eviction.bind(asyncio.get_running_loop())
         cluster = asyncio.create_task(self.run_cluster()) if self.kube is not None else None

@@ -18,7 +18,13 @@ from pathlib import Path
 
 from koordapi.cpuset import parse_cpuset
 from koordapi.errors import ModelError
-from koordlet.cgroupfs.hierarchy import cgroup_file, detect_version, read_file, read_procs
+from koordlet.cgroupfs.hierarchy import (
+    KeptFiles,
+    cgroup_file,
+    detect_version,
+    read_file,
+    read_procs,
+)
 
 MISSING = "missing"
 UNREADABLE = "unreadable"
@@ -35,10 +41,10 @@ class Skip(Exception):
         self.reason = reason
 
 
-def read_text(path: Path | str) -> str:
+def read_text(path: Path | str, read: Callable[[str], str] = read_file) -> str:
     """A whole (small) kernel file; a missing or unreadable one is a ``Skip`` with its reason."""
     try:
-        text = read_file(path)
+        text = read(str(path))
     except (FileNotFoundError, NotADirectoryError):
         raise Skip(MISSING, str(path)) from None
     except OSError as err:
@@ -107,13 +113,33 @@ def require(stats: Mapping[str, int], keys: Iterable[str], where: str) -> list[i
 class CgroupFS:
     """Read-only views of cgroup files under ``root`` (v1 with per-subsystem dirs, or v2).
 
-    The version is detected once, like the executor does; pass ``version`` to force it.
+    The version is detected once, like the executor does; pass ``version`` to force it. With
+    ``keep_open`` the counters read every pass (``cpu_stat``, ``cpu_usage_ns``,
+    ``memory_stat``) stay open between passes (see ``KeptFiles``); the owner calls ``sweep``
+    after each pass to close those of cgroups it no longer reads.
     """
 
-    def __init__(self, root: Path = Path("/sys/fs/cgroup"), version: int | None = None) -> None:
+    def __init__(
+        self,
+        root: Path = Path("/sys/fs/cgroup"),
+        version: int | None = None,
+        *,
+        keep_open: bool = False,
+    ) -> None:
         self.root = root
         self.version = detect_version(root) if version is None else version
         self._root_text = str(root).rstrip("/")
+        self.kept = KeptFiles() if keep_open else None
+        self._read = read_file if self.kept is None else self.kept.read
+
+    def sweep(self) -> None:
+        """Close the kept files not read since the last sweep."""
+        if self.kept is not None:
+            self.kept.sweep()
+
+    def close(self) -> None:
+        if self.kept is not None:
+            self.kept.close()
 
     def path(self, subsystem: str, cgroup: str, name: str) -> Path:
         """v1: <root>/<subsystem>/<cgroup>/<name>; v2: <root>/<cgroup>/<name>."""
@@ -126,7 +152,7 @@ class CgroupFS:
     def cpu_stat(self, cgroup: str) -> dict[str, int]:
         """cpu.stat as numbers (v1: nr_periods, nr_throttled, ...; v2 also usage_usec)."""
         path = self.file("cpu", cgroup, "cpu.stat")
-        return parse_flat_keyed(read_text(path), path)
+        return parse_flat_keyed(read_text(path, self._read), path)
 
     def cpu_usage_ns(self, cgroup: str, stat: Mapping[str, int] | None = None) -> int:
         """Cumulative CPU time in ns: cpuacct.usage (v1) or cpu.stat usage_usec * 1000 (v2).
@@ -135,7 +161,7 @@ class CgroupFS:
         """
         if self.version == 1:
             path = self.file("cpuacct", cgroup, "cpuacct.usage")
-            return parse_int(read_text(path).strip(), path)
+            return parse_int(read_text(path, self._read).strip(), path)
         stats = self.cpu_stat(cgroup) if stat is None else stat
         (usec,) = require(stats, ["usage_usec"], f"{cgroup}/cpu.stat")
         return usec * 1000
@@ -144,7 +170,7 @@ class CgroupFS:
         """memory.stat as numbers; with ``keys``, only those lines are parsed (a v1
         memory.stat has some 36 lines and is read for every cgroup every second)."""
         path = self.file("memory", cgroup, "memory.stat")
-        text = read_text(path)
+        text = read_text(path, self._read)
         return parse_flat_keyed(text, path) if keys is None else parse_keys(text, keys, path)
 
     def cpuset(self, cgroup: str) -> frozenset[int] | None:

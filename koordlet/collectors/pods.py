@@ -59,7 +59,7 @@ class PodCollector:
         cgroup_version: int | None = None,
     ) -> None:
         self.pods = pods
-        self.cgroups = CgroupFS(cgroup_root, cgroup_version)
+        self.cgroups = CgroupFS(cgroup_root, cgroup_version, keep_open=True)
         self._memory_keys = frozenset(k for ks in _MEMORY_KEYS[self.cgroups.version] for k in ks)
         self.interval = interval
         self.skipped: Counter[str] = Counter()
@@ -76,7 +76,11 @@ class PodCollector:
             samples.extend(self._memory(target, now))
         live = {target.key for target in found}
         self._counters.retain(lambda key: key[1:] in live)
+        self.cgroups.sweep()
         return samples
+
+    def close(self) -> None:
+        self.cgroups.close()
 
     def _counted(self, read: Callable[[], Sample | None]) -> list[Sample]:
         """Run one measurement; a ``Skip`` counts its reason and yields no sample."""

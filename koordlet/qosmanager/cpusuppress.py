@@ -45,6 +45,7 @@ from koordlet.metrics import KoordletMetrics
 from koordlet.qosmanager.audit import Action
 from koordlet.qosmanager.framework import Context, is_be
 from koordlet.qosmanager.schedlatency import SuppressBoost
+from koordlet.states.pods import KnownPod
 from koordlet.states.snapshot import pinned_by_class
 from koordlet.states.topology import Processor
 
@@ -93,6 +94,13 @@ class SuppressInputs:
         if self.min_percent is not None:
             text += f" (floor {self.min_percent}% of capacity)"
         return text
+
+
+def _cgroups_of(pods: Sequence[KnownPod]) -> frozenset[tuple[str, frozenset[str]]]:
+    """Each pod's cgroup with its known containers' (what a cpuset pass writes to)."""
+    return frozenset(
+        (k.request.cgroup_dir, frozenset(c.cgroup_dir for c in k.containers.values())) for k in pods
+    )
 
 
 def choose_cpus(count: int, processors: Sequence[Processor]) -> list[int]:
@@ -183,6 +191,12 @@ class CPUSuppress:
         self.metrics = metrics
         self.quota_recovered = False
         self._last_value: dict[str, str] = {}  # kind → value last recorded in the audit
+        # What the last full cpuset pass wrote to which BE pods and containers, and when: while
+        # neither changes, the pass is not repeated within the executor's force-update window
+        # (listing every BE pod's cgroups and checking ~2 writes per pod every second was the
+        # strategy's whole cost). A new container is a new key; one that no runtime reported is
+        # found at the latest when the window ends, as a value changed behind our back is.
+        self._cpuset_pass: tuple[object, float] | None = None
 
     def enabled(self, gates: FeatureGates) -> bool:
         return gates.enabled("BECPUSuppress")
@@ -312,6 +326,12 @@ class CPUSuppress:
             for k in be_pods
             if skip_pinned and keys.ANNOTATION_RESOURCE_STATUS in k.request.annotations
         }
+        policy = ctx.rules.node.kubelet_policy
+        key = (value, be_dir, frozenset(pinned), policy, _cgroups_of(be_pods))
+        window = self.executor.force_update_seconds
+        last = self._cpuset_pass
+        if last is not None and last[0] == key and ctx.now - last[1] < window:
+            return
         # Every pod cgroup under the BE directory, known or not: one this koordlet has not
         # seen (a pod of another runtime, one still being removed) keeps its wider cpuset and
         # the kernel then refuses to narrow the parent (EBUSY).
@@ -319,7 +339,7 @@ class CPUSuppress:
         pods = sorted({k.request.cgroup_dir.strip("/") for k in be_pods} | set(found))
         subdirs = self.executor.subdirs
         containers = [c for pod in pods if pod not in pinned for c in subdirs(pod, "cpuset.cpus")]
-        static = ctx.rules.node.kubelet_policy == KubeletCPUManagerPolicy("static")
+        static = policy == KubeletCPUManagerPolicy("static")
         if static:
             # The kubelet's static policy owns the upper levels: containers only.
             levels: list[list[str]] = [containers]
@@ -327,6 +347,8 @@ class CPUSuppress:
             levels = [[be_dir], pods, containers]
         writes = [[CgroupWrite(cg, "cpuset.cpus", value) for cg in level] for level in levels]
         results = self.executor.apply_leveled(writes)
+        done = all(r.status in (Status.APPLIED, Status.UNCHANGED) for r in results)
+        self._cpuset_pass = (key, ctx.now) if done else None  # a failure: again next run
         if any(r.status is Status.APPLIED for r in results) and self._changed("cpuset", value):
             ctx.record(
                 Action(

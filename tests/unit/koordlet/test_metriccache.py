@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,71 @@ def test_a_cache_that_cannot_be_opened_is_kept_in_memory_with_the_reason(tmp_pat
 
     cache, problem = MetricCache.open(tmp_path / "fine" / "metrics.db")
     assert problem is None and cache.path == tmp_path / "fine" / "metrics.db"
+
+
+def stored_chunks(path: Path) -> int:
+    """Chunks on disk, seen through a connection of its own (what another reader sees)."""
+    with sqlite3.connect(path) as other:
+        return int(other.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+
+
+def test_samples_are_written_in_batches_and_every_read_sees_the_pending_ones(
+    tmp_path: Path,
+) -> None:
+    clock = [100.0]
+    cache = MetricCache(tmp_path / "m.db", flush_seconds=10, clock=lambda: clock[0])
+    fill(cache, "x", {}, [1.0, 2.0])
+    clock[0] += 9.5
+    fill(cache, "x", {}, [3.0], start=1002)
+    assert stored_chunks(tmp_path / "m.db") == 0  # not due yet: nothing written
+
+    clock[0] += 0.5
+    fill(cache, "y", {}, [7.0])
+    assert stored_chunks(tmp_path / "m.db") == 2  # one chunk per series, in one write
+
+    fill(cache, "x", {}, [4.0], start=1003)  # pending again
+    agg = cache.aggregate("x", {}, 0, 2000)
+    assert agg is not None and (agg.count, agg.last, agg.last_ts) == (4, 4.0, 1003)
+    assert stored_chunks(tmp_path / "m.db") == 3  # the read wrote it first
+
+
+def test_closing_writes_the_pending_samples(tmp_path: Path) -> None:
+    cache = MetricCache(tmp_path / "m.db", flush_seconds=3600)
+    fill(cache, "x", POD, [5.0, 6.0])
+    cache.close()
+
+    again = MetricCache(tmp_path / "m.db")
+    assert again.last("x", POD, now=1001.5, max_age=1) == 6.0  # from disk: nothing in memory
+
+
+def test_samples_out_of_order_across_chunks_are_read_in_time_order(tmp_path: Path) -> None:
+    cache = MetricCache(tmp_path / "m.db")
+    fill(cache, "x", {}, [50.0, 60.0], start=1005)
+    fill(cache, "x", {}, [10.0, 20.0, 30.0], start=1000)
+    fill(cache, "x", {}, [99.0], start=1003)
+
+    agg = cache.aggregate("x", {}, 1001, 1005)
+    assert agg is not None
+    assert (agg.count, agg.last, agg.last_ts, agg.avg) == (4, 50.0, 1005, 49.75)  # 20, 30, 99, 50
+    cache.close()
+    assert MetricCache(tmp_path / "m.db").last("x", {}, now=1006, max_age=1) == 60.0
+
+
+def test_a_database_of_the_row_per_sample_layout_keeps_its_series_only(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "m.db") as old:
+        old.executescript(
+            "CREATE TABLE series (id INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+            "labels TEXT NOT NULL, UNIQUE (name, labels));"
+            "CREATE TABLE samples (series_id INTEGER NOT NULL, ts REAL NOT NULL, "
+            "value REAL NOT NULL);"
+            """INSERT INTO series VALUES (7, 'pod_cpu_usage', '{"pod_uid":"u1"}');"""
+            "INSERT INTO samples VALUES (7, 1000.0, 0.5);"
+        )
+
+    cache = MetricCache(tmp_path / "m.db")
+
+    assert cache.series() == [("pod_cpu_usage", POD)]
+    assert cache.aggregate("pod_cpu_usage", POD, 0, 1e9) is None
+    fill(cache, "pod_cpu_usage", POD, [0.25])
+    agg = cache.aggregate("pod_cpu_usage", POD, 0, 1e9)
+    assert agg is not None and agg.count == 1

@@ -22,6 +22,7 @@ from koordlet.qosmanager.cpusuppress import (
 )
 from koordlet.states.pods import KnownPod
 from koordlet.states.topology import Processor
+from runtimehooks.request import ContainerResources
 from runtimehooks.rules import NodeState
 from tests.unit.koordlet.qosmanager.fakes import (
     NOW,
@@ -191,6 +192,48 @@ def test_a_be_pod_cgroup_koordlet_does_not_know_is_narrowed_too(tmp_path: Path) 
     CPUSuppress(Executor(root)).run(context(pods=[ls, be], spec=spec(), cache=cache))
     for cg in (BE_DIR, be.request.cgroup_dir, stranger, f"{stranger}/c1"):
         assert cpuset_of(root, cg) == {0, 1}, cg
+
+
+def test_an_unchanged_cpuset_pass_waits_for_the_force_update_window_unless_pods_change(
+    tmp_path: Path,
+) -> None:
+    ls = known_pod("ls", qos="LS")
+    be = known_pod("be", qos="BE", kube="BestEffort")
+    root = cgroup_tree(tmp_path, [ls, be])
+    clock = [NOW]
+    strategy = CPUSuppress(Executor(root, force_update_seconds=60, clock=lambda: clock[0]))
+    cache = MetricCache()
+
+    def run_at(now: float, pods: list[KnownPod]) -> None:
+        clock[0] = now
+        usage(cache, 5.0, [(ls, 4.5), (be, 0.2)], ts=now)
+        strategy.run(context(pods=pods, spec=spec(), cache=cache, now=now))
+
+    run_at(NOW, [ls, be])
+    assert cpuset_of(root, be.request.cgroup_dir) == {0, 1}
+    stranger = f"{BE_DIR}/pod-unknown"  # no runtime reported it
+    write(root / "cpuset" / stranger / "cpuset.cpus", "0-7\n")
+
+    run_at(NOW + 30, [ls, be])  # nothing this koordlet knows changed: the pass is not repeated
+    assert cpuset_of(root, stranger) == set(range(8))
+
+    grown = known_pod(
+        "be",
+        qos="BE",
+        kube="BestEffort",
+        containers={"main": ContainerResources(), "side": ContainerResources()},
+    )
+    new_container = grown.containers["be-c1"].cgroup_dir
+    write(root / "cpuset" / new_container / "cpuset.cpus", "0-7\n")
+    run_at(NOW + 31, [ls, grown])  # a new container: at once, and the whole pass with it
+    assert cpuset_of(root, new_container) == {0, 1}
+    assert cpuset_of(root, stranger) == {0, 1}
+
+    write(root / "cpuset" / stranger / "cpuset.cpus", "0-7\n")  # widened behind our back
+    run_at(NOW + 90, [ls, grown])
+    assert cpuset_of(root, stranger) == set(range(8))  # within the window of the last pass
+    run_at(NOW + 91.5, [ls, grown])
+    assert cpuset_of(root, stranger) == {0, 1}  # the window is over
 
 
 def test_min_cpus_can_be_lowered_for_small_nodes(tmp_path: Path) -> None:
