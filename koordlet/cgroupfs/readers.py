@@ -86,18 +86,29 @@ def parse_flat_keyed(text: str, where: str) -> dict[str, int]:
 
 
 def parse_keys(text: str, keys: frozenset[str], where: str) -> dict[str, int]:
-    """Like ``parse_flat_keyed`` for the lines named in ``keys`` only; those must be sound."""
+    """Like ``parse_flat_keyed`` for the lines named in ``keys`` only; those must be sound.
+
+    Each key's line is found with ``str.find`` rather than by splitting every line: a v1
+    memory.stat has some 40 lines, read for every cgroup every second, and 5 are wanted.
+    """
     out: dict[str, int] = {}
-    for line in text.split("\n"):
-        key, _, value = line.partition(" ")
-        if key in keys:
-            try:
-                number = int(value)
-            except ValueError:
-                raise Skip(MALFORMED, f"{where}: line {line.strip()[:60]!r}") from None
-            if number < 0:
-                raise Skip(MALFORMED, f"{where} {key}: negative value {number}")
-            out[key] = number
+    for key in keys:
+        needle = f"{key} "
+        at = text.find(needle)
+        while at > 0 and text[at - 1] != "\n":  # a longer key ending in this one
+            at = text.find(needle, at + 1)
+        if at < 0:
+            continue
+        end = text.find("\n", at)
+        value = text[at + len(needle) : None if end < 0 else end]
+        try:
+            number = int(value)
+        except ValueError:
+            line = f"{needle}{value}"
+            raise Skip(MALFORMED, f"{where}: line {line.strip()[:60]!r}") from None
+        if number < 0:
+            raise Skip(MALFORMED, f"{where} {key}: negative value {number}")
+        out[key] = number
     return out
 
 

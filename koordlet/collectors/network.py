@@ -1,8 +1,8 @@
 """Network throughput: per node interface from netlink, per pod from its network namespace.
 
-Node: one RTM_GETLINK dump through pyroute2 (``IPRoute().get_links()``) gives each interface's
-64-bit counters (IFLA_STATS64: rx_bytes, tx_bytes, rx_packets, tx_packets); their growth per
-second between passes becomes ``node_network_{receive,transmit}_{bytes,packets}_rate``
+Node: one RTM_GETLINK dump (``rtnetlink.LinkDump``, a netlink socket kept open) gives each
+interface's 64-bit counters (IFLA_STATS64: rx_bytes, tx_bytes, rx_packets, tx_packets); their
+growth per second between passes becomes ``node_network_{receive,transmit}_{bytes,packets}_rate``
 {interface}. Loopback is left out: it is traffic the node sends to itself.
 
 Pods: a pod on the pod network has its own network namespace, shared by all its containers.
@@ -35,11 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from pyroute2 import IPRoute  # type: ignore[import-untyped]
-
 from koordlet.cgroupfs.readers import CgroupProcs, PidsOf, Skip
 from koordlet.collectors.base import CollectorUnavailable
 from koordlet.collectors.rates import Counters
+from koordlet.collectors.rtnetlink import LinkDump
 from koordlet.metriccache import Sample
 from koordlet.states.pods import KnownPod
 
@@ -53,24 +52,25 @@ NO_HOST_NETNS = "no-host-netns"  # koordlet's own namespace unknown: no pass of 
 
 
 class LinkMessage(Protocol):
-    """An RTM_NEWLINK message as pyroute2 returns it (ifinfmsg): a dict of header fields plus
-    netlink attributes read with get_attr."""
+    """An RTM_NEWLINK message (``rtnetlink.Link``, or pyroute2's ifinfmsg): header fields by
+    key plus netlink attributes read with get_attr."""
 
     def get_attr(self, name: str) -> Any: ...
     def __getitem__(self, key: str) -> Any: ...
 
 
 class Netlink(Protocol):
-    """The part of pyroute2's IPRoute this collector calls."""
+    """What this collector calls of a link source (``rtnetlink.LinkDump``; pyroute2's IPRoute
+    answers the same)."""
 
     def get_links(self) -> Iterable[LinkMessage]: ...
     def close(self) -> None: ...
 
 
 def open_netlink() -> Netlink:
-    """A pyroute2 IPRoute socket, or CollectorUnavailable when netlink cannot be opened."""
+    """A NETLINK_ROUTE socket, or CollectorUnavailable when netlink cannot be opened."""
     try:
-        socket: Netlink = IPRoute()
+        socket: Netlink = LinkDump()
     except OSError as err:
         raise CollectorUnavailable(f"netlink socket: {err}") from err
     return socket

@@ -41,9 +41,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pyroute2 import IPRoute  # type: ignore[import-untyped]
-from pyroute2.netlink.exceptions import NetlinkError  # type: ignore[import-untyped]
-
 from koordlet.executor import bpf
 from runtimehooks.hooks.tc import ROOT_MINOR, SYSTEM_MINOR, TcPlan, classid
 
@@ -225,6 +222,9 @@ class NetQoS:
         return f"{name} (netns {self.netns})" if self.netns else name
 
     def _route(self) -> Any:
+        # pyroute2 (some 12 MiB) is loaded only where network QoS is on
+        from pyroute2 import IPRoute  # type: ignore[import-untyped]  # noqa: PLC0415
+
         if self._ipr is None:
             fileno = _netns_socket(self.netns) if self.netns else None
             try:
@@ -240,6 +240,10 @@ class NetQoS:
         self, what: str, ifname: str, fn: Callable[..., Any], /, *args: Any, **kw: Any
     ) -> Any:
         """``fn(*args, **kw)``; any netlink or OS error becomes a NetQoSError naming the step."""
+        from pyroute2.netlink.exceptions import (  # type: ignore[import-untyped]  # noqa: PLC0415
+            NetlinkError,
+        )
+
         try:
             return fn(*args, **kw)
         except NetlinkError as err:

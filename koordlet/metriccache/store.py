@@ -81,6 +81,9 @@ def unpack(blob: bytes) -> list[tuple[float, float]]:
 
 @dataclass(frozen=True, slots=True)
 class Sample:
+    """One value of a series at a time. ``labels`` is not changed once given to a sample (one
+    labels object may serve the several samples of a pod)."""
+
     name: str
     labels: Mapping[str, str]
     ts: float
@@ -242,10 +245,16 @@ class MetricCache:
                 self._pending_since = self._clock()
             pending, latest = self._pending, self._latest
             kept = 0
+            # A collector gives the samples of one pod or container the same labels object:
+            # sorted once per object (holding it, so its id is not reused within the call).
+            label_keys: dict[int, tuple[Mapping[str, str], LabelKey]] = {}
             for s in samples:
                 if not (math.isfinite(s.value) and math.isfinite(s.ts)):
                     continue
-                key = (s.name, label_key(s.labels))
+                known = label_keys.get(id(s.labels))
+                if known is None or known[0] is not s.labels:
+                    known = label_keys[id(s.labels)] = (s.labels, label_key(s.labels))
+                key = (s.name, known[1])
                 sid = self._series_id(key)
                 points = pending.get(sid)
                 if points is None:

@@ -122,6 +122,7 @@ class PodStore:
         self._pods: dict[str, KnownPod] = {}
         self._specs: dict[str, PodSpecFacts] = {}  # by pod uid, from the kubelet's pod list
         self.generation = 0  # bumped on every change: cheap "did anything change?"
+        self._snapshot: tuple[int, list[KnownPod]] = (-1, [])  # (generation, copies)
         self.pinned_generation = 0  # bumped when a pod with pinned CPUs comes or goes
 
     def __len__(self) -> int:
@@ -151,8 +152,15 @@ class PodStore:
         return request
 
     def snapshot(self) -> list[KnownPod]:
-        """Copies of the known pods, safe to read from another thread (the collectors')."""
-        return [KnownPod(k.request, dict(k.containers)) for k in list(self._pods.values())]
+        """Copies of the known pods, safe to read from another thread (the collectors'), made
+        once per change (every collector and strategy asks every second): readers share them
+        and must not change them."""
+        generation, copies = self._snapshot
+        if generation != self.generation:
+            generation = self.generation  # read first: a change during the copy bumps it again
+            copies = [KnownPod(k.request, dict(k.containers)) for k in list(self._pods.values())]
+            self._snapshot = (generation, copies)
+        return list(copies)
 
     def pod(self, pod_id: str) -> KnownPod | None:
         return self._pods.get(pod_id)

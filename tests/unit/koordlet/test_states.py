@@ -16,6 +16,7 @@ from koordlet.states.pods import PodStore, cgroup_dir
 from koordlet.states.snapshot import build_rules
 from koordlet.states.topology import Topology, has_cpu_idle, kernel_release, read_topology
 from nri_plugin import api
+from runtimehooks.request import PodSpecFacts
 from runtimehooks.rules import KernelFeatures
 
 
@@ -226,6 +227,25 @@ def test_pod_store_tracks_containers_and_pinned_changes() -> None:
     pods.remove_pod("b")
     assert pods.pinned_generation == before + 2
     assert [k.request.name for k in pods] == ["a"]
+
+
+def test_a_snapshot_is_copied_once_per_change_and_shows_every_change() -> None:
+    pods = PodStore()
+    pods.put_pod(_pod("a", "LS"))
+    first, again = pods.snapshot(), pods.snapshot()
+    assert first == again and first is not again  # each caller gets its own list
+    assert first[0] is again[0]  # of the same copies while nothing changed
+    container = api.Container(id="c1", pod_sandbox_id="a", name="app")
+    pods.put_container(_pod("a", "LS"), container)
+    (with_container,) = pods.snapshot()
+    assert list(with_container.containers) == ["c1"]
+    assert not first[0].containers  # an earlier snapshot is not changed under its reader
+    pods.remove_container("a", "c1")
+    assert not pods.snapshot()[0].containers
+    pods.put_specs({"uid-a": PodSpecFacts(priority=7)})
+    assert pods.snapshot()[0].request.spec == PodSpecFacts(priority=7)
+    pods.remove_pod("a")
+    assert pods.snapshot() == []
 
 
 def test_synchronize_leaves_out_stopped_containers() -> None:

@@ -23,6 +23,7 @@ from koordlet.collectors.network import (
     parse_net_dev,
 )
 from koordlet.collectors.rates import COUNTER_RESET, TIME_NOT_ADVANCING
+from koordlet.collectors.rtnetlink import LinkDump
 from koordlet.metriccache import Sample
 from koordlet.states.pods import KnownPod
 from runtimehooks.request import ContainerRequest
@@ -212,7 +213,7 @@ def test_netlink_that_cannot_be_opened_turns_the_collector_off(
     def refused() -> None:
         raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr(network, "IPRoute", refused)
+    monkeypatch.setattr(network, "LinkDump", refused)
     with pytest.raises(CollectorUnavailable, match=r"netlink socket: .*Operation not permitted"):
         NetworkCollector().collect(1.0)
 
@@ -390,6 +391,26 @@ def test_parse_net_dev_reads_the_receive_and_transmit_columns() -> None:
 
 
 # -- this machine, read-only -----------------------------------------------------------------
+
+
+def test_our_link_dump_reads_what_pyroute2_decodes_on_this_machine() -> None:
+    try:
+        ipr = IPRoute()
+        ours = LinkDump()
+    except OSError as err:
+        pytest.skip(f"netlink not permitted here: {err}")
+    with ipr, ours:
+        before = {link["index"]: link for link in ours.get_links()}
+        theirs = {msg["index"]: msg for msg in ipr.get_links()}
+        after = {link["index"]: link for link in ours.get_links()}
+    assert set(before) == set(theirs) == set(after)
+    for index, msg in theirs.items():
+        assert before[index].get_attr("IFLA_IFNAME") == msg.get_attr("IFLA_IFNAME")
+        assert before[index]["flags"] == msg["flags"]
+        for counter in ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets"):
+            low = before[index].get_attr("IFLA_STATS64")[counter]
+            high = after[index].get_attr("IFLA_STATS64")[counter]
+            assert low <= msg.get_attr("IFLA_STATS64")[counter] <= high, (index, counter)
 
 
 def test_real_pyroute2_links_have_the_attributes_the_collector_reads() -> None:
