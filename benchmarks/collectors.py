@@ -24,15 +24,27 @@ from koordlet.metriccache import MetricCache, Sample
 from koordlet.states.pods import PodStore
 from nri_plugin import api
 
+# A v1 memory.stat with the 42 lines a 6.1 kernel writes (the collector needs 5 of them).
+_LOCAL_KEYS = (
+    "cache", "rss", "rss_huge", "shmem", "mapped_file", "dirty", "writeback",
+    "workingset_refault_anon", "workingset_refault_file", "swap", "swapcached", "pgpgin",
+    "pgpgout", "pgfault", "pgmajfault", "inactive_anon", "active_anon", "inactive_file",
+    "active_file", "unevictable",
+)  # fmt: skip
+_VALUES = {
+    "inactive_anon": 1 << 20,
+    "active_anon": 8 << 20,
+    "unevictable": 0,
+    "active_file": 2 << 20,
+    "inactive_file": 1 << 20,
+}
 MEMORY_STAT = "\n".join(
-    f"{k} {v}"
-    for k, v in {
-        "total_inactive_anon": 1 << 20,
-        "total_active_anon": 8 << 20,
-        "total_unevictable": 0,
-        "total_active_file": 2 << 20,
-        "total_inactive_file": 1 << 20,
-    }.items()
+    [f"{k} {_VALUES.get(k, 4096)}" for k in _LOCAL_KEYS]
+    + [
+        "hierarchical_memory_limit 9223372036854771712",
+        "hierarchical_memsw_limit 9223372036854771712",
+    ]
+    + [f"total_{k} {_VALUES.get(k, 4096)}" for k in _LOCAL_KEYS]
 )
 
 

@@ -40,7 +40,7 @@ from koordlet.inspect.exposition import SchedLatencyExposition
 from koordlet.inspect.schedlat import GATE as SCHED_LATENCY_GATE
 from koordlet.inspect.schedlat import SchedLatencyCollector
 from koordlet.metriccache import MetricCache
-from koordlet.metrics import HealthCollector, KoordletMetrics
+from koordlet.metrics import HealthCollector, KoordletMetrics, LabelCache
 from koordlet.nodemetric import build_status
 from koordlet.nri.conflicts import ConflictTracker
 from koordlet.nri.hooks import HookServer
@@ -193,6 +193,7 @@ class Koordlet:
             ).observe(seconds),
         )
         self.stub: Stub | None = None
+        self._nri_requests = LabelCache(self.metrics.nri_requests)
         self.status_server: StatusServer | None = None
         mechanism = self.kernel.group_identity_mechanism
         self.metrics.group_identity.labels(config.node_name, mechanism).set(1)
@@ -508,7 +509,7 @@ class Koordlet:
             self.metrics.nri_overruns.labels(self.config.node_name, name).inc()
 
     def _on_served(self, method: str, seconds: float) -> None:
-        self.metrics.nri_requests.labels(self.config.node_name, method).observe(seconds)
+        self._nri_requests(self.config.node_name, method).observe(seconds)
 
     async def run(self) -> None:
         config = self.config

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -17,6 +18,23 @@ from koordlet.collectors.base import CollectorRunner
 from koordlet.metriccache import MetricCache
 from koordlet.nri.conflicts import RESOURCES as CONFLICT_RESOURCES
 from koordlet.states.pods import PodStore
+
+
+class LabelCache:
+    """A labelled metric's children, looked up once per label values: the NRI path observes
+    several per request, and ``labels()`` costs more than the observation. Only for metrics
+    whose series are never removed (a removed child would keep being served from here)."""
+
+    def __init__(self, metric: Histogram | Counter | Gauge) -> None:
+        self.metric = metric
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self.metric.labels(*values)
+        return child
+
 
 SECOND_BUCKETS = (5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 

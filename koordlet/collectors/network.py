@@ -28,6 +28,7 @@ Usage::
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from koordlet.cgroupfs.hierarchy import read_file
 from koordlet.cgroupfs.readers import CgroupProcs, PidsOf, Skip
 from koordlet.collectors.base import CollectorUnavailable
 from koordlet.collectors.rates import Counters
@@ -120,13 +122,14 @@ def parse_net_dev(text: str) -> dict[str, Traffic]:
     return out
 
 
-def netns_inode(ns_link: Path) -> int | None:
+def netns_inode(ns_link: str) -> int | None:
     """The namespace inode a /proc/<pid>/ns/net link names, None if the process is gone."""
     try:
-        target = ns_link.readlink()
+        # a string path and os-level call: this runs for every pod every second
+        target = os.readlink(ns_link)  # noqa: PTH115
     except OSError:
         return None
-    match = _NETNS.match(str(target))
+    match = _NETNS.match(target)
     return int(match.group(1)) if match else None
 
 
@@ -148,6 +151,7 @@ class NetworkCollector:
     ) -> None:
         self.pods = pods
         self.proc_root = proc_root
+        self._proc = str(proc_root).rstrip("/")
         self.interval = interval
         self.skipped: Counter[str] = Counter()
         self._netlink = netlink
@@ -197,7 +201,7 @@ class NetworkCollector:
 
     def _host(self) -> int | None:
         if self._host_netns is None:
-            self._host_netns = netns_inode(self.proc_root / "self" / "ns" / "net")
+            self._host_netns = netns_inode(f"{self._proc}/self/ns/net")
         return self._host_netns
 
     def _pod_netns(self, pod: KnownPod) -> tuple[int, int] | None:
@@ -210,7 +214,7 @@ class NetworkCollector:
             dirs.append(pod.request.cgroup_dir)
         for cgroup_dir in dirs:
             for pid in self._pids_of(cgroup_dir):
-                inode = netns_inode(self.proc_root / str(pid) / "ns" / "net")
+                inode = netns_inode(f"{self._proc}/{pid}/ns/net")
                 if inode is not None:
                     return pid, inode
         return None
@@ -228,10 +232,7 @@ class NetworkCollector:
             uid = pod.request.uid
             seen.add(uid)
             found = self._netns.get(uid)
-            if (
-                found is None
-                or netns_inode(self.proc_root / str(found[0]) / "ns" / "net") != found[1]
-            ):
+            if found is None or netns_inode(f"{self._proc}/{found[0]}/ns/net") != found[1]:
                 found = self._pod_netns(pod)
                 if found is None:
                     self._netns.pop(uid, None)
@@ -241,7 +242,7 @@ class NetworkCollector:
                 continue  # the host network: its traffic is the node's
             pid, inode = found
             try:
-                text = (self.proc_root / str(pid) / "net" / "dev").read_text()
+                text = read_file(f"{self._proc}/{pid}/net/dev")
             except OSError:
                 continue  # the process exited between the two reads
             key = (uid, inode)  # a new sandbox brings a new namespace: a new series baseline

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from koordlet.cgroupfs.readers import CgroupFS, Skip, require
 from koordlet.collectors.rates import Counters
-from koordlet.collectors.targets import NO_CGROUP_DIR, Target, targets
+from koordlet.collectors.targets import NO_CGROUP_DIR, Target, TargetMemo
 from koordlet.metriccache import Sample
 from koordlet.states.pods import KnownPod
 
@@ -65,9 +65,10 @@ class PodCollector:
         self.skipped: Counter[str] = Counter()
         # (what, *series key): ("cpu", uid), ("throttle", uid, container id), ...
         self._counters: Counters[tuple[str, ...]] = Counters()
+        self._targets = TargetMemo()
 
     def collect(self, now: float) -> list[Sample]:
-        found, without_dir = targets(self.pods())
+        found, without_dir = self._targets(self.pods())
         if without_dir:
             self.skipped[NO_CGROUP_DIR] += without_dir
         samples: list[Sample] = []

@@ -45,3 +45,35 @@ def targets(pods: Iterable[KnownPod]) -> tuple[list[Target], int]:
             labels = {"pod_uid": uid, "container_id": container.id}
             out.append(Target("container", (uid, container.id), labels, container_dir))
     return out, without_dir
+
+
+class TargetMemo:
+    """``targets`` remembered per pod between passes: a pod whose request and containers are
+    the same objects as last time (the pod store's snapshot shares its copies until something
+    changes) has the same targets, so they are not built again every second."""
+
+    def __init__(self) -> None:
+        # id(pod) → (pod, its request, its containers, its targets, without a directory)
+        self._by_pod: dict[int, tuple[KnownPod, object, list[object], list[Target], int]] = {}
+
+    def __call__(self, pods: Iterable[KnownPod]) -> tuple[list[Target], int]:
+        kept: dict[int, tuple[KnownPod, object, list[object], list[Target], int]] = {}
+        out: list[Target] = []
+        without_dir = 0
+        for pod in pods:
+            containers: list[object] = list(pod.containers.values())
+            hit = self._by_pod.get(id(pod))
+            if (
+                hit is None
+                or hit[0] is not pod
+                or hit[1] is not pod.request
+                or len(hit[2]) != len(containers)
+                or any(a is not b for a, b in zip(hit[2], containers, strict=True))
+            ):
+                found, missing = targets([pod])
+                hit = (pod, pod.request, containers, found, missing)
+            kept[id(pod)] = hit  # holding the pod: its id is not reused while remembered
+            out.extend(hit[3])
+            without_dir += hit[4]
+        self._by_pod = kept
+        return out, without_dir

@@ -110,16 +110,28 @@ class Executor(CgroupReader):
             and self.clock() - hit[1] < self.force_update_seconds
         )
 
-    def _remember(self, write: CgroupWrite, value: object) -> None:
+    def _remember(self, cgroup: str, resource: str, value: object) -> None:
         if self.force_update_seconds <= 0:
             return
         now = self.clock()
-        self._known[(write.cgroup, write.resource)] = (value, now)
+        self._known[(cgroup, resource)] = (value, now)
         if now - self._pruned > self.force_update_seconds:  # forget cgroups long gone
             self._known = {
                 k: v for k, v in self._known.items() if now - v[1] < self.force_update_seconds
             }
             self._pruned = now
+
+    def read_trusted(self, cgroup: str, resource: str) -> object | None:
+        """``read``, but a value written or seen within the force-update window is given
+        without reading the file again (and one read now is trusted for the window)."""
+        if self.force_update_seconds > 0:
+            hit = self._known.get((cgroup, resource))
+            if hit is not None and self.clock() - hit[1] < self.force_update_seconds:
+                return hit[0]
+        value = self.read(cgroup, resource)
+        if value is not None:
+            self._remember(cgroup, resource, value)
+        return value
 
     def path_of(self, write: CgroupWrite) -> Path | None:
         return lookup(write.resource).path(self.root, self.version, write.cgroup)
@@ -230,7 +242,7 @@ class Executor(CgroupReader):
         except (OSError, ValueError):
             current = None
         if current is not None and current == wanted:
-            self._remember(write, wanted)
+            self._remember(write.cgroup, write.resource, wanted)
             return WriteResult(write, Status.UNCHANGED)
         try:
             write_file(path, res.wire_value(value, self.version))
@@ -240,5 +252,5 @@ class Executor(CgroupReader):
             if err.errno == errno.ENODEV:
                 return WriteResult(write, Status.UNSUPPORTED, err.strerror or "no such device")
             return WriteResult(write, Status.FAILED, f"{err.strerror or err} ({path})")
-        self._remember(write, wanted)
+        self._remember(write.cgroup, write.resource, wanted)
         return WriteResult(write, Status.APPLIED)

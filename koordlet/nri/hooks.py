@@ -19,7 +19,7 @@ from koordapi import keys
 from koordapi.errors import AnnotationError
 from koordapi.qos import is_known_qos_label
 from koordlet.applying import Applier
-from koordlet.metrics import KoordletMetrics
+from koordlet.metrics import KoordletMetrics, LabelCache
 from koordlet.nri.conflicts import ConflictTracker
 from koordlet.nri.translate import to_adjustment, to_update
 from koordlet.states.pods import PodStore
@@ -71,6 +71,7 @@ class HookServer:
         self.applier = applier
         self.policy = policy
         self.metrics = metrics
+        self._hook_duration = LabelCache(metrics.hook_duration)
         self.on_container_started = on_container_started
         self.on_synchronized = on_synchronized
         self.conflicts = conflicts or ConflictTracker(applier.executor, metrics)
@@ -84,7 +85,7 @@ class HookServer:
         failed = {f.hook for f in outcome.failures}
         for hook, seconds in outcome.timings.items():
             status = "failed" if hook in failed else "succeeded"
-            self.metrics.hook_duration.labels(node, hook, stage.value, status).observe(seconds)
+            self._hook_duration(node, hook, stage.value, status).observe(seconds)
         for failure in outcome.failures:
             cause = failure_cause(failure.error)
             self.metrics.hook_failures.labels(node, failure.hook, cause).inc()

@@ -351,10 +351,14 @@ class CPUBurst:
         """Scales the container's (and pod's) cfs quota one step; the container quota after."""
         pod = ctr.pod
         limit = limit_milli(ctr)
-        current = self.executor.read(ctr.cgroup_dir, QUOTA)
+        untouched = not cfg.quota_burst and (pod.uid, ctr.id) not in self.moved
+        # Only exported then (the default policy, every container every second): what was
+        # written or seen within the force-update window serves.
+        read = self.executor.read_trusted if untouched else self.executor.read
+        current = read(ctr.cgroup_dir, QUOTA)
         if not isinstance(current, int):
             return -1  # no such cgroup or file: nothing to scale
-        if limit <= 0 or current <= 0:
+        if limit <= 0 or current <= 0 or untouched:
             # no limit asked for, or unlimited on purpose (a pinned cpuset): not ours to tighten
             return current
         base = milli_cpu_to_quota(limit)
@@ -362,9 +366,7 @@ class CPUBurst:
         allowed = self._allowed(ctx, (pod.uid, ctr.id), cfg, limit)
         labels = {"pod_uid": pod.uid, "container_id": ctr.id}
         throttled = ctx.last("container_cpu_throttled", labels)
-        if not cfg.quota_burst:
-            if (pod.uid, ctr.id) not in self.moved:
-                return current
+        if not cfg.quota_burst:  # and moved: put back
             op, why = Op.RESET, f"policy {cfg.policy} has no quota burst"
         elif not allowed:
             op, why = Op.SCALE_DOWN, f"token bucket empty ({cfg.period_seconds}s burst spent)"

@@ -243,6 +243,26 @@ def test_force_update_window_trusts_what_was_written_or_seen(tmp_path: Path) -> 
     assert ex.apply([CgroupWrite(CTR, "cpu.cfs_quota_us", 60000)])[0].status is Status.APPLIED
 
 
+def test_a_trusted_read_serves_what_was_written_or_seen_within_the_window(
+    tmp_path: Path,
+) -> None:
+    root = v1_tree(tmp_path)
+    now = [0.0]
+    ex = Executor(root, force_update_seconds=60, clock=lambda: now[0])
+    quota = root / "cpu" / CTR / "cpu.cfs_quota_us"
+    quota.write_text("40000\n")
+    assert ex.read_trusted(CTR, "cpu.cfs_quota_us") == 40000  # read, and seen now
+    quota.write_text("70000\n")
+    now[0] = 30.0
+    assert ex.read_trusted(CTR, "cpu.cfs_quota_us") == 40000  # within the window
+    assert ex.read(CTR, "cpu.cfs_quota_us") == 70000  # a plain read always reads
+    now[0] = 61.0
+    assert ex.read_trusted(CTR, "cpu.cfs_quota_us") == 70000
+    ex.apply([CgroupWrite(CTR, "cpu.cfs_quota_us", 90000)])
+    assert ex.read_trusted(CTR, "cpu.cfs_quota_us") == 90000  # what was written
+    assert Executor(root).read_trusted(CTR, "cpu.cfs_quota_us") == 90000  # no window: reads
+
+
 def test_without_a_window_every_write_reads_the_file(tmp_path: Path) -> None:
     root = v1_tree(tmp_path)
     ex = Executor(root)

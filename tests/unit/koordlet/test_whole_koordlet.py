@@ -17,7 +17,6 @@ from pathlib import Path
 
 from koordapi import keys
 from koordapi.features import FeatureGates
-from koordlet.collectors.network import NetworkCollector
 from koordlet.config import Config
 from koordlet.daemon import Koordlet
 from nri_plugin import api
@@ -90,10 +89,6 @@ def test_the_whole_koordlet_applies_batch_values_over_nri_and_stops_on_sigterm(
         runtime = FakeRuntime()
         await runtime.listen(config.nri_socket)
         daemon = Koordlet(config)
-        # pyroute2's netlink keeps an event loop per thread that closing it from another
-        # thread leaves open; the network collector has its own tests, on a fake netlink
-        runner = daemon.collectors
-        runner.collectors = [c for c in runner.collectors if not isinstance(c, NetworkCollector)]
         running = asyncio.create_task(daemon.run())
         try:
             session = await runtime.next_session(timeout=20)
