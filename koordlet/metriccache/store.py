@@ -146,6 +146,7 @@ class MetricCache:
         self._pending: dict[int, array[float]] = {}  # series id → time, value, time, ...
         self._pending_count = 0
         self._pending_since = 0.0
+        self._flush_error = ""  # the last failed write's error, logged once
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path) if path else ":memory:", check_same_thread=False)
@@ -271,10 +272,17 @@ class MetricCache:
                 self._flush_locked()
         return kept
 
-    def flush(self) -> None:
-        """Write the pending samples now."""
-        with self._lock:
+    def _flush_before_read(self) -> None:
+        """Write what is pending so a read sees it; a write that fails (a full disk) drops it
+        and is logged once per distinct error, and the read goes on with what is stored."""
+        try:
             self._flush_locked()
+        except sqlite3.Error as err:
+            if str(err) != self._flush_error:
+                log.warning("metric cache: pending samples dropped, not written: %s", err)
+            self._flush_error = str(err)
+        else:
+            self._flush_error = ""
 
     def _flush_locked(self) -> None:
         pending, self._pending, self._pending_count = self._pending, {}, 0
@@ -289,7 +297,7 @@ class MetricCache:
 
     def size_bytes(self) -> int:
         with self._lock:
-            self._flush_locked()
+            self._flush_before_read()
             pages = self._db.execute("PRAGMA page_count").fetchone()[0]
             size = self._db.execute("PRAGMA page_size").fetchone()[0]
         return int(pages) * int(size)
@@ -299,8 +307,9 @@ class MetricCache:
         Returns how many samples were deleted."""
         now = time.time() if now is None else now
         cut = now - self.retention_seconds
+        with self._lock:
+            self._flush_before_read()
         with self._lock, self._db:
-            self._flush_locked()
             deleted = self._db.execute(
                 "SELECT COALESCE(SUM(count), 0) FROM chunks WHERE first < ? AND last < ?",
                 (cut, cut),
@@ -343,7 +352,7 @@ class MetricCache:
         sid = self._series.get((name, label_key(labels)))
         if sid is None:
             return []
-        self._flush_locked()
+        self._flush_before_read()
         chunks = self._db.execute(
             "SELECT points FROM chunks WHERE series_id = ? AND last >= ? AND first <= ?",
             (sid, start, end),
@@ -384,7 +393,7 @@ class MetricCache:
                 sid = self._series.get(key)
                 row = None
                 if sid is not None:
-                    self._flush_locked()
+                    self._flush_before_read()
                     row = self._db.execute(
                         "SELECT points FROM chunks WHERE series_id = ? ORDER BY last DESC LIMIT 1",
                         (sid,),
@@ -406,7 +415,7 @@ class MetricCache:
             self._latest.pop((name, label_key(labels)), None)
             sid = self._series.pop((name, label_key(labels)), None)
             if sid is not None:
-                self._flush_locked()
+                self._flush_before_read()
                 with self._db:
                     self._db.execute("DELETE FROM chunks WHERE series_id = ?", (sid,))
                     self._db.execute("DELETE FROM series WHERE id = ?", (sid,))

@@ -197,3 +197,47 @@ def test_a_database_of_the_row_per_sample_layout_keeps_its_series_only(tmp_path:
     fill(cache, "pod_cpu_usage", POD, [0.25])
     agg = cache.aggregate("pod_cpu_usage", POD, 0, 1e9)
     assert agg is not None and agg.count == 1
+
+
+class FullDisk:
+    """The cache's connection on a disk that filled up: inserts fail as SQLite reports it."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def executemany(self, sql: str, rows: object) -> sqlite3.Cursor:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.db, name)
+
+    def __enter__(self) -> sqlite3.Connection:
+        return self.db.__enter__()
+
+    def __exit__(self, *exc: object) -> bool | None:
+        return self.db.__exit__(*exc)  # type: ignore[arg-type]
+
+
+def test_a_disk_that_fills_up_fails_the_due_write_but_never_a_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = [0.0]
+    cache = MetricCache(tmp_path / "m.db", flush_seconds=10, clock=lambda: clock[0])
+    fill(cache, "x", POD, [1.0, 2.0])
+    cache.aggregate("x", POD, 0, 1e9)  # written: the disk still had room
+    cache._db = FullDisk(cache._db)  # type: ignore[assignment]
+    fill(cache, "x", POD, [3.0], start=1002)
+
+    agg = cache.aggregate("x", POD, 0, 1e9)  # the pending sample cannot be written: dropped
+    assert agg is not None and (agg.count, agg.last) == (2, 2.0)
+    assert cache.last("x", POD, now=1002, max_age=1) == 3.0  # the newest is still known
+    fill(cache, "x", POD, [4.0], start=1003)
+    assert cache.aggregate("x", POD, 0, 1e9) is not None
+    full = [r for r in caplog.records if "pending samples dropped" in r.getMessage()]
+    assert len(full) == 1  # once per distinct error, not per read
+
+    fill(cache, "x", POD, [5.0], start=1004)  # pending again, for 10 s from now
+    clock[0] = 10.0
+    with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+        fill(cache, "x", POD, [6.0], start=1005)  # due: the collector's pass counts the error
+    cache.close()  # logged, not raised
