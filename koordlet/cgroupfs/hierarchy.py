@@ -50,15 +50,19 @@ class KeptFiles:
     """
 
     def __init__(self, limit: int | None = None) -> None:
-        if limit is None:
-            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-            limit = 256 if soft == resource.RLIM_INFINITY else max(0, soft // 4)
-        self.limit = limit
+        self._limit = limit  # None: from RLIMIT_NOFILE at the first open, after start-up raised it
         self._fds: dict[str, int] = {}
         self._used: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._fds)
+
+    @property
+    def limit(self) -> int:
+        if self._limit is None:
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+            self._limit = 256 if soft == resource.RLIM_INFINITY else max(0, soft // 4)
+        return self._limit
 
     def read(self, path: str) -> str:
         """The file's whole text, as ``read_file`` gives it. Raises OSError."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,11 @@ def test_a_removed_cgroup_reads_as_missing_and_a_recreated_one_as_itself(
     removed.clear()  # its descriptors are closed: numbers may be given out again
     path.write_text("usage_usec 9\n")  # the same path, a new cgroup
     assert kept.read(str(path)) == "usage_usec 9\n"
+
+
+def test_the_default_limit_is_read_at_the_first_open_after_start_up_raised_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kept = KeptFiles()  # built with the collectors, before koordlet raises RLIMIT_NOFILE
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (40_000, 1 << 20))
+    assert kept.limit == 10_000  # a quarter of the soft limit in force now
