@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.harness import paths
 from tests.e2e.harness.cri import ContainerSpec
 from tests.e2e.harness.koordlet import PLUGIN_ID, KoordletProcess
 from tests.e2e.harness.node import Node
@@ -101,10 +102,15 @@ def installed(run_node: Node) -> Iterator[KoordletProcess]:
         assert done.returncode == 0, done.stderr
         assert f"wrote {UNIT}" in done.stdout and "enabled koordlet.service" in done.stdout
         # What this test changes against a user's install, and why: this machine's Python is
-        # under /root (ProtectHome=yes hides it), and a watchdog of 20 s instead of 60 s shows
-        # it fed within the test.
+        # under /root (ProtectHome=yes hides it), a watchdog of 20 s instead of 60 s shows it
+        # fed within the test, and a checkout under /tmp (koordlet's venv is in it) would be
+        # hidden by PrivateTmp=yes.
+        under_tmp = paths.REPO_ROOT.resolve().is_relative_to("/tmp")
         DROP_IN.parent.mkdir(exist_ok=True)
-        DROP_IN.write_text("[Service]\nProtectHome=read-only\nWatchdogSec=20s\n")
+        DROP_IN.write_text(
+            "[Service]\nProtectHome=read-only\nWatchdogSec=20s\n"
+            + ("PrivateTmp=no\n" if under_tmp else "")
+        )
         systemctl("daemon-reload")
         yield flags
     finally:
