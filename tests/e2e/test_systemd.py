@@ -174,8 +174,10 @@ def test_the_service_registers_is_watched_restarts_and_applies_batch_values(
 def test_a_daemon_reload_resets_the_pod_slice_and_koordlet_puts_the_values_back(
     node: Node,
 ) -> None:
-    # koordlet's default reconcile interval, so that the reset is seen before the next pass.
-    with KoordletProcess(node, interval="10s") as koordlet:
+    # A reconcile interval long enough that the reset is seen before the next pass: in the
+    # emulated VM a daemon-reload takes seconds, and with the default 10 s a pass fell between
+    # the reload and the read five times in a row.
+    with KoordletProcess(node, interval="60s") as koordlet:
         pod = be_pod({"batch": (500, 1000, 256 * MiB, 512 * MiB)})
         pod_id = node.run_pod(pod)
         node.run_container(pod_id, ContainerSpec("batch"))
@@ -196,7 +198,7 @@ def test_a_daemon_reload_resets_the_pod_slice_and_koordlet_puts_the_values_back(
 
         koordlet.wait_until(
             lambda: node.pod_values(pod_id).memory_limit == 512 * MiB,
-            20,
+            70,  # the next pass, at most the interval away
             "pod slice values back",
         )
         assert node.pod_values(pod_id).cpu_quota == 100000
