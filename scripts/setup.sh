@@ -12,7 +12,9 @@
 #     headers, /lib/modules/$(uname -r)/{build,source} pointing at them when the running kernel
 #     has none of its own, tracefs mounted, and bcc's Python module reachable from .venv;
 #   - for the cgroup v2 tier: QEMU, Debian's 6.12 kernel (extracted, not installed) and the VM's
-#     initramfs.
+#     initramfs;
+#   - the koordlet image from the Containerfile (podman, on a Debian base made with mmdebstrap
+#     since no registry answers here), saved as an OCI archive for the DaemonSet test.
 # Every step is skipped when its output is already there, so a second run takes about a second.
 # Failures print one line saying what is missing.
 set -euo pipefail
@@ -310,6 +312,60 @@ setup_bcc() {
     echo "$CACHE/bcc-python" >"$site/koord-bcc.pth"
 }
 
+# The koordlet image the chart runs, built from the project's Containerfile with podman in a
+# private store (.cache/podman: the machine's own container storage is never touched). No
+# registry answers here, so its base is made locally: Debian bookworm from the machine's mirror
+# (mmdebstrap) with python3 3.11 and pip and without the EXTERNALLY-MANAGED marker, which is
+# what python:3.11-slim-bookworm offers the Containerfile. The build reaches the Debian mirror
+# (apt-get) and PyPI (pip) through the host's network, trusting the host's CA bundle (mounted
+# for the build only, never stored in the image). Saved as .cache/images/koordlet.tar (an OCI
+# archive named as the chart's default image resolves: docker.io/koordinator-py/koordlet:TAG).
+IMAGE_BASE=localhost/koordinator-py/python:3.11-bookworm
+build_koordlet_image() {
+    apt_install podman mmdebstrap
+    local dir="$CACHE/image" out="$CACHE/images/koordlet.tar" tag image stamp want
+    tag=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$ROOT/charts/koordinator-py/Chart.yaml")
+    [ -n "$tag" ] || die "no appVersion in charts/koordinator-py/Chart.yaml"
+    image="docker.io/koordinator-py/koordlet:$tag"
+    local podman=(podman --root "$CACHE/podman/root" --runroot "$CACHE/podman/run" --storage-driver overlay)
+    mkdir -p "$dir" "$CACHE/images"
+    if [ ! -f "$dir/base.stamp" ] || ! "${podman[@]}" image exists "$IMAGE_BASE"; then
+        step "making the image's Debian base $IMAGE_BASE with mmdebstrap"
+        mmdebstrap --quiet --variant=minbase --include=python3,python3-pip,ca-certificates \
+            --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+            --dpkgopt='path-exclude=/usr/share/locale/*' \
+            --customize-hook='rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED' \
+            bookworm "$dir/base.tar" "$(debian_mirror)" >"$dir/mmdebstrap.log" 2>&1 \
+            || die "mmdebstrap could not make the image's base, see $dir/mmdebstrap.log"
+        "${podman[@]}" import --change 'ENV LANG=C.UTF-8' --change 'CMD ["python3"]' \
+            "$dir/base.tar" "$IMAGE_BASE" >/dev/null 2>&1 || die "podman import of $dir/base.tar failed"
+        rm -f "$dir/base.tar"
+        date -u +%FT%TZ >"$dir/base.stamp"
+    fi
+    # The image changes with its build inputs: the Containerfile, .dockerignore and what it copies.
+    want=$(cd "$ROOT" && { cat "$dir/base.stamp"; echo "$image";
+        find Containerfile .dockerignore pyproject.toml README.md LICENSE koordapi koordkube \
+            nri_plugin runtimehooks koordlet manager scheduler -type f ! -path '*/__pycache__/*' \
+            -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -d' ' -f1)
+    if [ -f "$out" ] && [ -f "$dir/image.stamp" ] && [ "$(cat "$dir/image.stamp")" = "$want" ]; then
+        return 0
+    fi
+    step "building the koordlet image $image from the Containerfile (podman)"
+    (cd "$ROOT" && "${podman[@]}" build --pull=never --network host \
+        --volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
+        --build-arg "BASE_IMAGE=$IMAGE_BASE" -f Containerfile -t "$image" .) >"$dir/build.log" 2>&1 \
+        || die "podman build of the Containerfile failed, see $dir/build.log"
+    rm -f "$out"
+    "${podman[@]}" save --format oci-archive -o "$out" "$image" >/dev/null 2>&1 \
+        || die "podman save of $image failed"
+    "${podman[@]}" image prune --force >/dev/null 2>&1 || true
+    local size layers
+    size=$("${podman[@]}" image inspect --format '{{.Size}}' "$image")
+    layers=$("${podman[@]}" image inspect --format '{{len .RootFS.Layers}}' "$image")
+    step "image $image: $((size / 1000000)) MB in $layers layers, saved as $out ($(($(stat -c %s "$out") / 1000000)) MB)"
+    echo "$want" >"$dir/image.stamp"
+}
+
 check_machine
 apt_install runc busybox-static ca-certificates
 fetch_trixie_packages
@@ -320,4 +376,5 @@ generate_cri_stubs
 fetch_promtool
 build_images
 setup_bcc
+build_koordlet_image
 setup_vm

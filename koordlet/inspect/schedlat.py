@@ -26,6 +26,7 @@ unavailable with that reason, and the rest of koordlet runs as usual.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import Counter
@@ -40,6 +41,8 @@ from koordlet.inspect import histogram
 from koordlet.inspect.program import InspectUnavailable, Probe, load
 from koordlet.metriccache import Sample
 from koordlet.states.pods import KnownPod
+
+log = logging.getLogger(__name__)
 
 NAME = "schedlat"
 GATE = "SchedLatencyCollector"
@@ -137,6 +140,7 @@ class SchedLatencyCollector:
                 self._probe = self.loader()
             except InspectUnavailable as err:
                 raise CollectorUnavailable(f"run-queue latency off: {err}") from None
+            log.info("run-queue latency probes loaded (eBPF, sched tracepoints)")
         return self._probe
 
     def collect(self, now: float) -> list[Sample]:

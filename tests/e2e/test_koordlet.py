@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from koordapi import keys
-from tests.e2e.harness.cgroups import allowed_cpus
+from tests.e2e.harness.cgroups import CgroupValues, allowed_cpus
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess
 from tests.e2e.harness.node import Node
@@ -38,9 +38,10 @@ def be_pod(containers: dict[str, tuple[int, int, int, int]]) -> PodSpec:
     )
 
 
-def assert_batch_values_applied(node: Node) -> None:
+def assert_batch_values_applied(node: Node) -> CgroupValues:
     """A BE pod asking 500m/1000m batch-cpu and 256Mi/512Mi batch-memory is run: its container
-    must hold koordlet's values (shares for 500m, quota for 1000m, the memory limit)."""
+    must hold koordlet's values (shares for 500m, quota for 1000m, the memory limit); they are
+    returned."""
     pod_id = node.run_pod(be_pod({"batch": (500, 1000, 256 * MiB, 512 * MiB)}))
     cid = node.run_container(pod_id, ContainerSpec("batch", cpu_shares=2))
     values = node.container_values(pod_id, cid)
@@ -49,6 +50,7 @@ def assert_batch_values_applied(node: Node) -> None:
         100000,
         512 * MiB,
     )
+    return values
 
 
 def pinned_pod(cpuset: str, qos_class: str = "LSR") -> PodSpec:

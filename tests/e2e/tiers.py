@@ -11,7 +11,7 @@ emulation the VM is 10-40 times slower, which is why it runs a chosen part and n
 | tier | runs in | cgroup | driver | containerd | tests |
 |---|---|---|---|---|---|
 | host | this machine | v1 | cgroupfs | 1.7 | all but test_systemd.py |
-| host-containerd2 | this machine | v1 | cgroupfs | 2.1 | CRI, NRI, hooks, install |
+| host-containerd2 | this machine | v1 | cgroupfs | 2.1 | CRI, NRI, hooks, install, DaemonSet |
 | v2 | VM | v2 | cgroupfs | 2.1 | CRI, hooks, reconciler, QoS manager, metrics, inspect, ... |
 | v2-containerd17 | VM | v2 | cgroupfs | 1.7 | NRI, hooks, install |
 | v2-systemd | VM | v2 | systemd | 2.1 | CRI layout, hooks, QoS manager, test_systemd.py |
@@ -72,7 +72,13 @@ TIERS = {
             vm=False,
             env=CONTAINERD2,
             minutes=0.7,
-            tests=("test_containerd_cri.py", "test_nri.py", "test_koordlet.py", "test_install.py"),
+            tests=(
+                "test_containerd_cri.py",
+                "test_nri.py",
+                "test_koordlet.py",
+                "test_install.py",
+                "test_daemonset.py",
+            ),
         ),
         Tier(
             "v2",

@@ -43,6 +43,9 @@ class PodSpec:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     host_network: bool = True
+    host_pid: bool = False
+    # Set by the kubelet when any container of the pod is privileged.
+    privileged: bool = False
     layout: KubeletLayout = field(default_factory=layout_from_env)
 
     @classmethod
@@ -61,6 +64,25 @@ class PodSpec:
         return self.layout.pod_dir(self.qos, self.uid)
 
 
+@dataclass(frozen=True)
+class Mount:
+    """A bind mount as the kubelet passes it; ``propagation`` is a volumeMount's
+    mountPropagation (None, HostToContainer or Bidirectional)."""
+
+    host_path: Path
+    container_path: str
+    readonly: bool = False
+    propagation: str = "None"
+
+
+# Kubernetes' mountPropagation names and CRI's MountPropagation values.
+PROPAGATION = {
+    "None": "PROPAGATION_PRIVATE",
+    "HostToContainer": "PROPAGATION_HOST_TO_CONTAINER",
+    "Bidirectional": "PROPAGATION_BIDIRECTIONAL",
+}
+
+
 @dataclass
 class ContainerSpec:
     """A container and the resources the kubelet would pass (None: not set)."""
@@ -68,6 +90,17 @@ class ContainerSpec:
     name: str
     image: str = images.WORKLOAD.ref
     command: list[str] = field(default_factory=lambda: ["/bin/sleep", "infinity"])
+    args: list[str] = field(default_factory=list)
+    envs: dict[str, str] = field(default_factory=dict)
+    mounts: list[Mount] = field(default_factory=list)
+    privileged: bool = False
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    readonly_rootfs: bool = False
+    # capabilities to drop ("ALL" or names without CAP_), as securityContext.capabilities.drop
+    drop_capabilities: list[str] = field(default_factory=list)
+    # the kubelet's restart count: 0 for the first container of this name in the pod
+    attempt: int = 0
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     cpu_shares: int | None = None
@@ -137,9 +170,15 @@ class CriClient:
 
     # -- pods ---------------------------------------------------------------------------------
 
+    def namespace_options(self, pod: PodSpec) -> Any:
+        pb = self.pb
+        return pb.NamespaceOption(
+            network=pb.NamespaceMode.NODE if pod.host_network else pb.NamespaceMode.POD,
+            pid=pb.NamespaceMode.NODE if pod.host_pid else pb.NamespaceMode.CONTAINER,
+        )
+
     def sandbox_config(self, pod: PodSpec, log_dir: Path | None = None) -> Any:
         pb = self.pb
-        network = pb.NamespaceMode.NODE if pod.host_network else pb.NamespaceMode.POD
         return pb.PodSandboxConfig(
             metadata=pb.PodSandboxMetadata(
                 name=pod.name, uid=pod.uid, namespace=pod.namespace, attempt=0
@@ -151,7 +190,7 @@ class CriClient:
             linux=pb.LinuxPodSandboxConfig(
                 cgroup_parent=pod.cgroup_parent,
                 security_context=pb.LinuxSandboxSecurityContext(
-                    namespace_options=pb.NamespaceOption(network=network)
+                    namespace_options=self.namespace_options(pod), privileged=pod.privileged
                 ),
             ),
         )
@@ -180,18 +219,48 @@ class CriClient:
     ) -> str:
         pb = self.pb
         config = pb.ContainerConfig(
-            metadata=pb.ContainerMetadata(name=spec.name, attempt=0),
+            metadata=pb.ContainerMetadata(name=spec.name, attempt=spec.attempt),
             image=pb.ImageSpec(image=spec.image),
             command=spec.command,
+            args=spec.args,
+            envs=[pb.KeyValue(key=k, value=v) for k, v in spec.envs.items()],
+            mounts=[
+                pb.Mount(
+                    host_path=str(m.host_path),
+                    container_path=m.container_path,
+                    readonly=m.readonly,
+                    propagation=pb.MountPropagation.Value(PROPAGATION[m.propagation]),
+                )
+                for m in spec.mounts
+            ],
             labels=spec.labels,
             annotations=spec.annotations,
-            log_path=f"{spec.name}.log",
-            linux=pb.LinuxContainerConfig(resources=linux_resources(pb, spec)),
+            log_path=f"{spec.name}.log" if spec.attempt == 0 else f"{spec.name}_{spec.attempt}.log",
+            linux=pb.LinuxContainerConfig(
+                resources=linux_resources(pb, spec),
+                security_context=self.container_security(pod, spec),
+            ),
         )
         request = pb.CreateContainerRequest(
             pod_sandbox_id=pod_id, config=config, sandbox_config=self.sandbox_config(pod, log_dir)
         )
         return str(self._call(self.runtime.CreateContainer, request).container_id)
+
+    def container_security(self, pod: PodSpec, spec: ContainerSpec) -> Any:
+        """The container's LinuxContainerSecurityContext, the pod's namespaces repeated in it as
+        the kubelet does."""
+        pb = self.pb
+        context = pb.LinuxContainerSecurityContext(
+            namespace_options=self.namespace_options(pod),
+            privileged=spec.privileged,
+            readonly_rootfs=spec.readonly_rootfs,
+            capabilities=pb.Capability(drop_capabilities=spec.drop_capabilities),
+        )
+        if spec.run_as_user is not None:
+            context.run_as_user.value = spec.run_as_user
+        if spec.run_as_group is not None:
+            context.run_as_group.value = spec.run_as_group
+        return context
 
     def start_container(self, container_id: str) -> None:
         self._call(

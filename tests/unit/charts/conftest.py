@@ -102,7 +102,6 @@ SCENARIOS: Mapping[str, Mapping[str, Any]] = {
             "updateStrategy": CUSTOM_UPDATE_STRATEGY,
             "hostNetwork": False,
             "ebpf": {"enabled": False},
-            "resctrl": {"enabled": False},
             "podAnnotations": {"example.com/team": "sre"},
             "podLabels": {"example.com/tier": "node"},
         },

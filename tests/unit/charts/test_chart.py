@@ -40,7 +40,6 @@ KOORDLET = "koordinator-koordinator-py-koordlet"
 HOST_MOUNTS = {
     "/sys/fs/cgroup": "/host-cgroup",
     "/sys": "/host-sys",
-    "/sys/fs/resctrl": "/host-sys-fs/resctrl",
     "/proc": "/host-proc",
     "/var/run/nri": "/host-var-run/nri",
     "/var/run/containerd": "/host-var-run/containerd",
@@ -252,8 +251,8 @@ def test_custom_values_reach_the_daemonset(outcomes: dict[str, Outcome]) -> None
     assert "--tsdb-max-bytes=209715200" in args  # a whole number, not 2.097152e+08
     assert not any(a.startswith("--node-metric-file") for a in args)  # null drops a flag
     assert args[-2:] == ["--cpu-suppress-min-cpus=4", "--only-evict-by-api=true"]
-    # No resctrl mount (koordlet looks under the /sys mount instead), no eBPF mounts.
-    assert set(mounts(release)) == set(HOST_MOUNTS) - {"/sys/fs/resctrl"}
+    # No eBPF mounts.
+    assert set(mounts(release)) == set(HOST_MOUNTS)
 
 
 def test_default_scheduling_reaches_every_linux_node(default: helm.Release) -> None:
