@@ -63,6 +63,12 @@ DEFAULTS: Mapping[str, bool] = {
     "PSICollector": False,
     "BlkIOReconcile": False,
     "AuditEvents": False,
+    "AuditEventsHTTPHandler": False,
+    "Libpfm4": False,
+    "ColdPageCollector": False,
+    "HugePageReport": False,
+    "PodResourcesProxy": False,
+    "HamiCoreVGPUMonitor": False,
     "SchedLatencyCollector": True,  # ours: run-queue latency with eBPF, where the kernel allows
     "BESuppressBySchedLatency": False,  # ours: suppress BE harder while LS pods wait for CPU
 }
@@ -76,11 +82,95 @@ NOT_IMPLEMENTED: Mapping[str, str] = {
     "ResctrlCollector": "no resctrl (LLC, memory bandwidth) metrics are collected",
     "AuditEvents": "no audit events beyond the QoS audit trail, which is always on",
     "NodeTopologyReport": "no NodeResourceTopology is reported",
+    "AuditEventsHTTPHandler": "no audit HTTP handler; /api/v1/explain shows the QoS actions",
+    "Libpfm4": "CPI is counted with perf_event_open directly, without libpfm4",
+    "ColdPageCollector": "no cold page (kidled) metrics are collected",
+    "HugePageReport": "no huge pages are reported",
+    "PodResourcesProxy": "no kubelet pod-resources proxy is served",
+    "HamiCoreVGPUMonitor": "no HAMi-core vGPU monitor",
 }
+
+# Kubernetes' special gates: AllAlpha=V (AllBeta=V) sets every alpha (beta) gate that is not
+# named itself to V. Koordinator's beta gates, and ours that are on by default; the rest alpha.
+ALL_ALPHA, ALL_BETA = "AllAlpha", "AllBeta"
+BETA: frozenset[str] = frozenset(
+    {
+        GROUP_IDENTITY,
+        CPUSET_ALLOCATOR,
+        BATCH_RESOURCE,
+        "BECPUSuppress",
+        "CPUBurst",
+        "RdtResctrl",
+        "NodeTopologyReport",
+        "SchedLatencyCollector",
+    }
+)
 
 
 class FeatureGateError(ModelError):
     """A --feature-gates value names an unknown gate or is not NAME=true|false."""
+
+
+def parse_gates(text: str, known: Mapping[str, object]) -> dict[str, bool]:
+    """ "A=true,B=false" → {A: True, B: False}; a name not in ``known`` (AllAlpha and AllBeta
+    aside) or a value not true or false is an error. The last value of a gate wins."""
+    overrides: dict[str, bool] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or value.strip().lower() not in ("true", "false"):
+            raise FeatureGateError(f"feature gate {item!r} is not NAME=true|false")
+        if name not in known and name not in (ALL_ALPHA, ALL_BETA):
+            raise FeatureGateError(
+                f"unknown feature gate {name!r}; known: {', '.join(sorted(known))}"
+            )
+        overrides[name] = value.strip().lower() == "true"
+    return overrides
+
+
+_QUOTA = "no ElasticQuota here"
+_WEBHOOKS = "the chart's webhook configurations decide which webhooks are called"
+# koord-manager's gates in Koordinator v1.8 (pkg/features/features.go: its own, the
+# descheduler's and the transformers'), each with its default and why this manager does not
+# follow it: the manager accepts them all so that its Deployment starts unchanged, and says at
+# start-up which ones it was given.
+MANAGER_GATES: Mapping[str, tuple[bool, str]] = {
+    "PodMutatingWebhook": (True, _WEBHOOKS),
+    "PodValidatingWebhook": (True, _WEBHOOKS),
+    "ConfigMapValidatingWebhook": (False, _WEBHOOKS),
+    "WebhookFramework": (True, _WEBHOOKS),
+    "NodeMutatingWebhook": (False, "no Node webhooks here"),
+    "NodeValidatingWebhook": (False, "no Node webhooks here"),
+    "ReservationMutatingWebhook": (False, "no Reservation here"),
+    "ElasticQuotaMutatingWebhook": (True, _QUOTA),
+    "ElasticQuotaValidatingWebhook": (True, _QUOTA),
+    "MultiQuotaTree": (False, _QUOTA),
+    "ElasticQuotaIgnorePodOverhead": (False, _QUOTA),
+    "ElasticQuotaGuaranteeUsage": (False, _QUOTA),
+    "ElasticQuotaEnableUpdateResourceKey": (False, _QUOTA),
+    "ElasticQuotaEvaluationTransformPod": (False, _QUOTA),
+    "DisableDefaultQuota": (False, _QUOTA),
+    "SupportParentQuotaSubmitPod": (False, _QUOTA),
+    "EnableQuotaAdmission": (False, _QUOTA),
+    "ColocationProfileSkipMutatingResources": (
+        False,
+        "profiles always set batch resources",
+    ),
+    "ColocationProfileSkipValidatingPriority": (False, "the priority is always validated"),
+    "ColocationProfileController": (False, "profiles apply at admission only"),
+    "EnableSyncGPUSharedResource": (False, "no GPU sharing here"),
+    "ValidatePodDeviceResource": (False, "no device resources are validated"),
+    "EnablePodEnhancedValidator": (False, "no pod enhanced validator"),
+    "DisablePVCReservation": (False, "no descheduler here"),
+    "PriorityTransformer": (False, "no scheduler transformers here"),
+    "PreemptionPolicyTransformer": (False, "no scheduler transformers here"),
+    "ReplaceResourcesTransformer": (False, "no scheduler transformers here"),
+}
+
+
+def parse_manager_gates(text: str) -> dict[str, bool]:
+    """koord-manager's --feature-gates (``MANAGER_GATES``' names)."""
+    return parse_gates(text, MANAGER_GATES)
 
 
 @dataclass(frozen=True)
@@ -91,23 +181,14 @@ class FeatureGates:
     def parse(cls, text: str) -> FeatureGates:
         """ "A=true,B=false" → gates; unknown names and bad values are errors (a typo must not
         silently leave a feature in its default state)."""
-        overrides: dict[str, bool] = {}
-        for item in filter(None, (part.strip() for part in text.split(","))):
-            name, sep, value = item.partition("=")
-            name = name.strip()
-            if not sep or value.strip().lower() not in ("true", "false"):
-                raise FeatureGateError(f"feature gate {item!r} is not NAME=true|false")
-            if name not in DEFAULTS:
-                raise FeatureGateError(
-                    f"unknown feature gate {name!r}; known: {', '.join(sorted(DEFAULTS))}"
-                )
-            overrides[name] = value.strip().lower() == "true"
-        return cls(overrides)
+        return cls(parse_gates(text, DEFAULTS))
 
     def enabled(self, name: str) -> bool:
         if name not in DEFAULTS:
             raise KeyError(f"unknown feature gate {name}")
-        return self.overrides.get(name, DEFAULTS[name])
+        if name in self.overrides:
+            return self.overrides[name]
+        return self.overrides.get(ALL_BETA if name in BETA else ALL_ALPHA, DEFAULTS[name])
 
     def unimplemented(self) -> dict[str, str]:
         """The gates that are on but do nothing here, with what is missing."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from koordapi.features import NOT_IMPLEMENTED, FeatureGates
+from koordapi.goflags import Ignored
 from koordapi.settings import flag
 from koordlet.executor.resctrl import RESCTRL_ROOT
 from koordlet.states.pods import CGROUP_DRIVERS
@@ -276,3 +277,88 @@ class Config:
     @property
     def cri_socket(self) -> Path:
         return self.var_run_root / self.containerd_endpoint
+
+
+_PREDICTION = "no resource prediction here: batch resources come from measured usage (NodeMetric)"
+_TSDB = "tunes Prometheus' TSDB; the metric cache here is SQLite (--tsdb-path, --tsdb-max-bytes)"
+_AUDIT = "the QoS audit trail is logged and kept in memory for /api/v1/explain, not in files"
+_PROXY = "koord-runtime-proxy hooks are not served: the hooks reach containerd over NRI only"
+_NRI_RETRY = "NRI reconnects when the socket reappears (inotify), else backs off 0.1 s to 5 s"
+_CONTAINERD = "containerd only (NRI and CRI); no docker or pouch"
+_NOT_COLLECTED = "that collector is not implemented here"
+
+# Koordinator's koordlet flags (v1.8) whose concept does not exist here: accepted, so that its
+# DaemonSets start unchanged, and said once at start-up (koordapi.goflags).
+KOORDINATOR_ONLY: dict[str, Ignored] = {
+    "audit-log-dir": Ignored(_AUDIT),
+    "audit-max-concurrent-readers": Ignored(_AUDIT),
+    "audit-max-disk-space-mb": Ignored(_AUDIT),
+    "audit-max-events-limit": Ignored(_AUDIT),
+    "audit-verbose": Ignored(_AUDIT),
+    "coldpage-collector-interval": Ignored(_NOT_COLLECTED),
+    "enable-pagecache-collector": Ignored(_NOT_COLLECTED, boolean=True),
+    "enable-resctrl-collector": Ignored(_NOT_COLLECTED, boolean=True),
+    "resctrl-collector-interval": Ignored(_NOT_COLLECTED),
+    "collect-node-cpu-info-interval": Ignored("the CPU topology is read once at start"),
+    "collect-node-storage-info-interval": Ignored("no node storage information is collected"),
+    "collect-sys-metric-outdated-interval": Ignored(
+        "metrics age by --tsdb-retention-duration; NodeMetric windows by colocation-config"
+    ),
+    "metric-expire-seconds": Ignored("metrics age by --tsdb-retention-duration"),
+    "metric-gc-interval-seconds": Ignored("the metric cache drops old chunks as it writes"),
+    "config": Ignored("no koordlet configuration file; flags and the NodeSLO only"),
+    "configmap-name": Ignored("koordlet reads its NodeSLO, not a koordlet ConfigMap"),
+    "configmap-namespace": Ignored("koordlet reads its NodeSLO, not a koordlet ConfigMap"),
+    "default-runtime-type": Ignored(_CONTAINERD),
+    "docker-endpoint": Ignored(_CONTAINERD),
+    "pouch-endpoint": Ignored(_CONTAINERD),
+    "disable-query-kubelet-config": Ignored(
+        "the kubelet's configuration is not queried; the CPU manager policy comes from the "
+        "node's annotations",
+        boolean=True,
+    ),
+    "enable-node-metric-report": Ignored(
+        "NodeMetric is always reported in cluster mode (--node-metric-file in standalone)",
+        boolean=True,
+    ),
+    "enable-pod-taskids": Ignored("pods' task ids are read when a strategy needs them", True),
+    "node-topology-sync-interval": Ignored("NodeTopologyReport is not implemented"),
+    "pod-resources-proxy-path": Ignored("PodResourcesProxy is not implemented"),
+    "prediction-checkpoint-filepath": Ignored(_PREDICTION),
+    "prediction-cold-start-duration": Ignored(_PREDICTION),
+    "prediction-cpu-histogram-decay-halflife": Ignored(_PREDICTION),
+    "prediction-memory-histogram-decay-halflife": Ignored(_PREDICTION),
+    "prediction-model-checkpoint-interval": Ignored(_PREDICTION),
+    "prediction-model-checkpoint-max-per-step": Ignored(_PREDICTION),
+    "prediction-model-expiration-duration": Ignored(_PREDICTION),
+    "prediction-safety-margin-percent": Ignored(_PREDICTION),
+    "prediction-training-interval": Ignored(_PREDICTION),
+    "report-interval": Ignored(
+        "deprecated in Koordinator too: colocation-config's metricReportIntervalSeconds"
+    ),
+    "run-root-dir": Ignored("nothing is read from the host's /run; --var-run-root-dir is"),
+    "var-lib-kubelet-dir": Ignored("nothing is read from the kubelet's folder"),
+    "runtime-hooks-addr": Ignored(_PROXY),
+    "runtime-hooks-config-path": Ignored(_PROXY),
+    "runtime-hooks-failure-policy": Ignored(
+        _PROXY + " (their failure policy: --runtime-hooks-plugin-failure-policy)"
+    ),
+    "runtime-hooks-host-endpoint": Ignored(_PROXY),
+    "runtime-hooks-network": Ignored(_PROXY),
+    "runtime-hooks-nri-backoff-cap": Ignored(_NRI_RETRY),
+    "runtime-hooks-nri-backoff-duration": Ignored(_NRI_RETRY),
+    "runtime-hooks-nri-backoff-factor": Ignored(_NRI_RETRY),
+    "runtime-hooks-nri-backoff-steps": Ignored(_NRI_RETRY),
+    "runtime-hooks-nri-connect-timeout": Ignored(_NRI_RETRY),
+    "tsdb-enable-prometheus-metric": Ignored(_TSDB, boolean=True),
+    "tsdb-head-chunks-write-buffer-size": Ignored(_TSDB),
+    "tsdb-max-block-chunk-segment-size": Ignored(_TSDB),
+    "tsdb-max-block-duration": Ignored(_TSDB),
+    "tsdb-min-block-duration": Ignored(_TSDB),
+    "tsdb-stripe-size": Ignored(_TSDB),
+    "tsdb-wal-segment-size": Ignored(_TSDB),
+    "xpu-device-infos-dir": Ignored("GPUs are read through NVML, not device-info files"),
+    "xpu-enforce-collect-from-device-infos": Ignored(
+        "GPUs are read through NVML, not device-info files", boolean=True
+    ),
+}

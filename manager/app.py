@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from koordapi.features import parse_manager_gates
 from koordapi.settings import flag
 from koordkube.client import KubeApi
 from koordkube.leader import LeaderElectionConfig, LeaderElector
@@ -61,6 +62,26 @@ class ManagerOptions:
     metrics_addr: str = field(
         default=":8080", metadata=flag("metrics-addr", "/metrics, /healthz, /readyz")
     )
+    # empty: the probes on --metrics-addr only (Koordinator's default is ":8000")
+    health_probe_addr: str = field(
+        default="", metadata=flag("health-probe-addr", "/healthz and /readyz (and /metrics)")
+    )
+    # 0: handlers see an object only when it changes
+    sync_period: float = field(
+        default=0.0,
+        metadata=flag(
+            "sync-period", "how often every cached object is reconciled again; 0: only on changes"
+        ),
+    )
+    feature_gates: Mapping[str, bool] = field(
+        default_factory=dict,
+        metadata=flag(
+            "feature-gates",
+            "Koordinator's koord-manager gates, NAME=true|false,...; accepted, and said at "
+            "start-up where this manager does not follow them",
+            parse=parse_manager_gates,
+        ),
+    )
     leader_elect: bool = field(default=True, metadata=flag("enable-leader-election"))
     leader_election_namespace: str = field(
         default="koordinator-system", metadata=flag("leader-election-namespace")
@@ -80,7 +101,12 @@ class Manager:
     ) -> None:
         self.api, self.options = api, options
         self.metrics = ManagerMetrics()
-        self.state = ClusterState(api, options.config_namespace, options.slo_config_name)
+        self.state = ClusterState(
+            api,
+            options.config_namespace,
+            options.slo_config_name,
+            resync_period=options.sync_period or None,
+        )
         self.events = EventRecorder(api, clock=clock)
         self.node_resource = NodeResourceController(api, self.state, self.metrics, clock=clock)
         self.node_slo = NodeSLOController(api, self.state, self.events, self.metrics)
@@ -166,8 +192,9 @@ class Manager:
         informers = [asyncio.create_task(i.run()) for i in self.state.informers]
         servers: list[web.AppRunner] = []
         try:
-            if self.options.metrics_addr:
-                servers.append(await self._serve_metrics())
+            for addr in dict.fromkeys((self.options.metrics_addr, self.options.health_probe_addr)):
+                if addr:
+                    servers.append(await self._serve_metrics(addr))
             if self.options.webhook_port is not None:
                 self.webhooks = WebhookServer(
                     "0.0.0.0",  # noqa: S104 - reached through a Service
@@ -203,11 +230,9 @@ class Manager:
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.state.informers)
 
-    async def _serve_metrics(self) -> web.AppRunner:
+    async def _serve_metrics(self, addr: str) -> web.AppRunner:
         runner = await serve_probes(
-            self.options.metrics_addr,
-            self.synced,
-            lambda: (generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST),
+            addr, self.synced, lambda: (generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST)
         )
-        log.info("metrics on %s", self.options.metrics_addr)
+        log.info("metrics and probes on %s", addr)
         return runner

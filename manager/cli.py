@@ -1,7 +1,9 @@
 """The ``koord-manager`` command: batch resources, NodeSLOs and NodeMetrics, pod webhooks.
 
 Flag names are Koordinator's where it has the setting (``--config-namespace``,
-``--slo-config-name``, ``--enable-leader-election``, ``--metrics-addr``).
+``--slo-config-name``, ``--enable-leader-election``, ``--metrics-addr``, ``--health-probe-addr``,
+``--sync-period``, ``--feature-gates``), written as for Koordinator's Go binary if need be
+(koordapi.goflags); its flags with no counterpart here are accepted and said at start-up.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import sys
 from dataclasses import dataclass, field, replace
 from importlib.metadata import version
 
-from koordapi import logsetup
+from koordapi import goflags, logsetup
+from koordapi.features import ALL_ALPHA, ALL_BETA, MANAGER_GATES
+from koordapi.goflags import Ignored
 from koordapi.settings import add_arguments, flag, load
 from manager.app import Manager, ManagerOptions
 
@@ -40,6 +44,22 @@ class Command:
 
 # The settings tables of the command line, in --help's order.
 TABLES = (Command, ManagerOptions, logsetup.LogOptions)
+
+_ALL_CONTROLLERS = "noderesource, nodeslo and nodemetric always run"
+# Koordinator's koord-manager flags (v1.8) whose concept does not exist here.
+KOORDINATOR_ONLY: dict[str, Ignored] = {
+    "rest-config-qps": Ignored("API calls are not rate limited on the client side here"),
+    "rest-config-burst": Ignored("API calls are not rate limited on the client side here"),
+    "leader-elect-resource-lock": Ignored("leader election always uses a Lease"),
+    "namespace": Ignored("the caches always watch every namespace"),
+    "enable-pprof": Ignored("no pprof; py-spy profiles a running manager", boolean=True),
+    "pprof-addr": Ignored("no pprof; py-spy profiles a running manager"),
+    "controllers": Ignored(_ALL_CONTROLLERS),
+    "noderesource-plugins": Ignored("batch and mid resources are always computed"),
+    "pod-enhanced-validator-config-namespace": Ignored("no pod enhanced validator"),
+    "pod-enhanced-validator-config-name": Ignored("no pod enhanced validator"),
+    "pod-enhanced-validator-reconcile-interval": Ignored("no pod enhanced validator"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,7 +117,24 @@ async def serve(args: argparse.Namespace) -> int:
     return 1  # the Lease was lost: exit so that the replica restarts as a follower
 
 
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The parsed flags, from ours or Koordinator's syntax, and what is not followed (to log)."""
+    translated = goflags.translate(argv, TABLES, KOORDINATOR_ONLY)
+    args = build_parser().parse_args(translated.argv)
+    notes = list(translated.notes)
+    for name, value in args.feature_gates.items():
+        why = (
+            "sets the gates of its stage, none of which this manager follows"
+            if name in (ALL_ALPHA, ALL_BETA)
+            else MANAGER_GATES[name][1]
+        )
+        notes.append(f"feature gate {name}={str(value).lower()} accepted, not followed: {why}")
+    return args, notes
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, notes = parse_args(sys.argv[1:] if argv is None else argv)
     logsetup.configure(args.log_level)
+    for note in notes:
+        logging.getLogger("koord-manager").info("%s", note)
     return asyncio.run(serve(args))

@@ -30,19 +30,32 @@ Object = dict[str, Any]
 class ClusterState:
     """Informers for the kinds the manager reads, a pods-by-node index and the ConfigMap."""
 
-    def __init__(self, api: KubeApi, config_namespace: str, slo_config_name: str) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        config_namespace: str,
+        slo_config_name: str,
+        resync_period: float | None = None,
+    ) -> None:
+        """``resync_period``: every cached object is handed to the handlers again this often
+        (--sync-period); None: only on changes."""
         self.config_namespace = config_namespace
         self.slo_config_name = slo_config_name
-        self.nodes = Informer(api, Node)
-        self.pods = Informer(api, Pod)
-        self.node_metrics = Informer(api, NodeMetric)
-        self.node_slos = Informer(api, NodeSLO)
+        resync = resync_period
+        self.nodes = Informer(api, Node, resync_period=resync)
+        self.pods = Informer(api, Pod, resync_period=resync)
+        self.node_metrics = Informer(api, NodeMetric, resync_period=resync)
+        self.node_slos = Informer(api, NodeSLO, resync_period=resync)
         self.config_maps = Informer(
-            api, ConfigMap, namespace=config_namespace, fields=f"metadata.name={slo_config_name}"
+            api,
+            ConfigMap,
+            namespace=config_namespace,
+            fields=f"metadata.name={slo_config_name}",
+            resync_period=resync,
         )
-        self.profiles_informer = Informer(api, ClusterColocationProfile)
-        self.priority_class_informer = Informer(api, PriorityClass)
-        self.namespaces = Informer(api, Namespace)
+        self.profiles_informer = Informer(api, ClusterColocationProfile, resync_period=resync)
+        self.priority_class_informer = Informer(api, PriorityClass, resync_period=resync)
+        self.namespaces = Informer(api, Namespace, resync_period=resync)
         self._by_node = PodsByNode()
         self.pods.add_handler(self._index_pod)
         self._colocation: tuple[str | None, ColocationConfig | None] = (None, None)

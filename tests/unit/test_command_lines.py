@@ -91,6 +91,10 @@ OLD_MANAGER: OldFlags = {
     "--leader-election-id": ("koord-manager", None),
     "--workers": (4, None),
     "--log-level": ("info", ["debug", "info", "warning", "error"]),
+    # added later, Koordinator's (koord-manager's Deployment passes them)
+    "--health-probe-addr": ("", None),
+    "--sync-period": ("0", None),
+    "--feature-gates": ("", None),
 }
 
 
@@ -226,3 +230,78 @@ def test_the_four_commands_share_one_logging_set_up() -> None:
         source = (root / path).read_text()
         assert "logsetup.configure(" in source, path
         assert "basicConfig" not in source and "%(asctime)s" not in source, path
+
+
+# Koordinator v1.8.0's chart (templates/koordlet.yaml) with its default values, written out.
+KOORDINATOR_KOORDLET_ARGS = [
+    "-addr=:9316",
+    "-cgroup-root-dir=/host-cgroup/",
+    "-feature-gates=BECPUEvict=true,BEMemoryEvict=true,CgroupReconcile=true,Accelerators=true",
+    "-runtime-hooks-host-endpoint=/var/run/koordlet/koordlet.sock",
+    "--logtostderr=true",
+    "--v=4",
+]
+
+
+def test_koordlet_takes_koordinators_chart_arguments() -> None:
+    args, notes = koordlet_cli.parse_args(KOORDINATOR_KOORDLET_ARGS)
+    assert (args.addr, str(args.cgroup_root_dir), args.log_level) == (
+        ":9316",
+        "/host-cgroup",
+        "debug",
+    )
+    gates = args.feature_gates
+    assert all(gates.enabled(g) for g in ("BECPUEvict", "BEMemoryEvict", "Accelerators"))
+    assert [n.split(":")[0] for n in notes] == [
+        "ignored --runtime-hooks-host-endpoint",
+        "ignored --logtostderr",
+    ]
+
+
+def test_koordlet_still_refuses_unknown_flags_and_bad_values() -> None:
+    with pytest.raises(SystemExit):
+        koordlet_cli.parse_args(["-no-such-flag=1"])
+    with pytest.raises(SystemExit):
+        koordlet_cli.parse_args(["--enable-nri-runtime-hook=maybe"])
+
+
+# Koordinator v1.8.0's chart (templates/koord-manager.yaml) with its default values.
+KOORDINATOR_MANAGER_ARGS = [
+    "--enable-leader-election",
+    "--metrics-addr=:8080",
+    "--health-probe-addr=:8000",
+    "--logtostderr=true",
+    "--leader-election-namespace=koordinator-system",
+    "--v=4",
+    "--feature-gates=",
+    "--sync-period=0",
+    "--config-namespace=koordinator-system",
+]
+
+
+def test_koord_manager_takes_koordinators_chart_arguments() -> None:
+    args, notes = manager_cli.parse_args(KOORDINATOR_MANAGER_ARGS)
+    options = manager_cli.options_from_args(args)
+    assert options.leader_elect and options.leader_election_namespace == "koordinator-system"
+    assert (options.metrics_addr, options.health_probe_addr) == (":8080", ":8000")
+    assert (options.sync_period, options.feature_gates, args.log_level) == (0.0, {}, "debug")
+    assert notes == [
+        "ignored --logtostderr: logs always go to stderr, one line per record (--log-level "
+        "sets the level)"
+    ]
+
+
+def test_koord_manager_accepts_its_gates_and_says_it_does_not_follow_them() -> None:
+    args, notes = manager_cli.parse_args(
+        ["-feature-gates=PodMutatingWebhook=false,AllBeta=true", "-enable-pprof", "-sync-period=1h"]
+    )
+    assert manager_cli.options_from_args(args).sync_period == 3600.0
+    assert notes == [
+        "ignored --enable-pprof: no pprof; py-spy profiles a running manager",
+        "feature gate PodMutatingWebhook=false accepted, not followed: the chart's webhook "
+        "configurations decide which webhooks are called",
+        "feature gate AllBeta=true accepted, not followed: sets the gates of its stage, none "
+        "of which this manager follows",
+    ]
+    with pytest.raises(SystemExit):
+        manager_cli.parse_args(["--feature-gates=NoSuchGate=true"])

@@ -78,7 +78,7 @@ def test_malformed_or_unknown_gates_are_errors(text: str, message: str) -> None:
 def test_unknown_gate_error_lists_the_known_ones() -> None:
     with pytest.raises(FeatureGateError) as err:
         FeatureGates.parse("Nope=true")
-    assert "known: Accelerators, AuditEvents, BECPUEvict" in str(err.value)
+    assert "known: Accelerators, AuditEvents, AuditEventsHTTPHandler, BECPUEvict" in str(err.value)
     assert isinstance(err.value, ModelError)
 
 
@@ -93,3 +93,63 @@ def test_all_lists_every_gate_sorted_with_its_value() -> None:
     assert table["OOMScoreAdj"] is True
     assert table["GroupIdentity"] is True
     assert table["Resctrl"] is False
+
+
+# Koordinator v1.8.0's koordlet gates (pkg/features/koordlet_features.go and
+# pkg/koordlet/runtimehooks/config.go), written out here from that source.
+KOORDINATOR_V18_GATES = [
+    "AuditEvents",
+    "AuditEventsHTTPHandler",
+    "BECPUSuppress",
+    "BECPUManager",
+    "BECPUEvict",
+    "BEMemoryEvict",
+    "CPUEvict",
+    "MemoryEvict",
+    "CPUAllocatableEvict",
+    "MemoryAllocatableEvict",
+    "CPUBurst",
+    "SystemConfig",
+    "RdtResctrl",
+    "CgroupReconcile",
+    "NodeTopologyReport",
+    "Accelerators",
+    "RDMADevices",
+    "CPICollector",
+    "Libpfm4",
+    "ResctrlCollector",
+    "PSICollector",
+    "BlkIOReconcile",
+    "ColdPageCollector",
+    "HugePageReport",
+    "PodResourcesProxy",
+    "HamiCoreVGPUMonitor",
+    "GroupIdentity",
+    "CPUSetAllocator",
+    "GPUEnvInject",
+    "RDMADeviceInject",
+    "BatchResource",
+    "CPUNormalization",
+    "CoreSched",
+    "TerwayQoS",
+    "TCNetworkQoS",
+    "Resctrl",
+]
+
+
+def test_every_koordinator_gate_is_accepted_and_the_unimplemented_are_reported() -> None:
+    gates = FeatureGates.parse(",".join(f"{g}=true" for g in KOORDINATOR_V18_GATES))
+    assert all(gates.enabled(g) for g in KOORDINATOR_V18_GATES)
+    assert set(gates.unimplemented()) == set(features.NOT_IMPLEMENTED)
+    assert set(features.NOT_IMPLEMENTED) <= set(KOORDINATOR_V18_GATES)
+
+
+def test_all_alpha_and_all_beta_set_their_stage_unless_a_gate_is_named() -> None:
+    gates = FeatureGates.parse("AllAlpha=true,CPICollector=false")
+    assert gates.enabled("PSICollector") and gates.enabled(features.CORE_SCHED)
+    assert not gates.enabled("CPICollector")  # named: its own value wins, whatever the order
+    assert gates.enabled("CPUBurst")  # beta: its default
+    off = FeatureGates.parse("GroupIdentity=true,AllBeta=false")
+    assert not off.enabled("CPUBurst") and not off.enabled("BECPUSuppress")
+    assert off.enabled(features.GROUP_IDENTITY)
+    assert not off.enabled("PSICollector")  # alpha: its default

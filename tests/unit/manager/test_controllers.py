@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -224,3 +226,23 @@ def test_only_the_lease_holder_writes() -> None:
 def test_go_durations_are_canonical() -> None:
     cases = {"5m": "5m0s", "300s": "5m0s", "1h": "1h0m0s", "90s": "1m30s", "45s": "45s"}
     assert {k: go_duration(k) for k in cases} == cases
+
+
+def test_sync_period_resyncs_every_informer_and_the_probe_address_answers() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def scenario() -> tuple[set[float | None], int, bytes]:
+        async with running(
+            seeded(), sync_period=7.5, health_probe_addr=f"127.0.0.1:{port}"
+        ) as manager:
+            periods = {i.resync_period for i in manager.state.informers}
+            await eventually(manager.synced)
+            url = f"http://127.0.0.1:{port}/readyz"
+            with await asyncio.to_thread(urllib.request.urlopen, url, None, 5) as response:
+                return periods, response.status, response.read()
+
+    periods, status, body = run(scenario())
+    assert periods == {7.5}
+    assert status == 200 and body.strip()
