@@ -82,6 +82,17 @@ class ManagerOptions:
             parse=parse_manager_gates,
         ),
     )
+    # empty: not checked
+    schedulers: tuple[str, ...] = field(
+        default=(),
+        metadata=flag(
+            "schedulers",
+            "scheduler names that run in the cluster, comma-separated: a pod that a "
+            "ClusterColocationProfile gives another one is admitted with a warning",
+            parse=lambda text: tuple(s.strip() for s in text.split(",") if s.strip()),
+            ours=True,
+        ),
+    )
     leader_elect: bool = field(default=True, metadata=flag("enable-leader-election"))
     leader_election_namespace: str = field(
         default="koordinator-system", metadata=flag("leader-election-namespace")
@@ -203,6 +214,7 @@ class Manager:
                     self.state,
                     self.options.config_namespace,
                     self.options.slo_config_name,
+                    schedulers=self.options.schedulers,
                 )
                 await self.webhooks.start()
             await asyncio.gather(*(i.wait_synced() for i in self.state.informers))

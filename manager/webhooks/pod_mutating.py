@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from koordapi import keys, qos
@@ -45,8 +45,14 @@ def mutate_pod(
     priority_classes: Mapping[str, Mapping[str, Any]],
     namespace_labels: Mapping[str, str],
     rand_intn: RandIntn = random.randrange,
+    schedulers: Collection[str] = (),
 ) -> AdmissionResponse:
-    """Allowed with a patch, allowed unchanged, or denied for a malformed pod or profile."""
+    """Allowed with a patch, allowed unchanged, or denied for a malformed pod or profile.
+
+    ``schedulers``: the scheduler names known to run in the cluster; a profile that gives the
+    pod another one gets the pod admitted with a warning (it would stay Pending without a word).
+    Empty: not checked.
+    """
     if request.operation != "CREATE" or request.sub_resource:
         return allowed()  # pods/binding and pods/eviction are CREATEs of other kinds
     if request.object is None:
@@ -70,7 +76,22 @@ def mutate_pod(
     except ConfigError as err:
         # upstream answers 500 too: the cluster's configuration, not the pod, is at fault
         return denied(str(err), 500)
-    return patched(json_patch(original, pod))
+    return patched(json_patch(original, pod), *_scheduler_warning(original, pod, schedulers))
+
+
+def _scheduler_warning(
+    original: Mapping[str, Any], pod: Mapping[str, Any], schedulers: Collection[str]
+) -> list[str]:
+    name = (pod.get("spec") or {}).get("schedulerName")
+    if not schedulers or not name or name in schedulers:
+        return []
+    if name == (original.get("spec") or {}).get("schedulerName"):
+        return []  # the pod's own choice, not a profile's
+    return [
+        f"a ClusterColocationProfile set schedulerName {name!r}, which no scheduler known to "
+        f"this cluster's koordinator-py runs ({', '.join(sorted(schedulers))}): the pod stays "
+        "Pending until one does (chart: scheduler.kubeScheduler, manager.knownSchedulers)"
+    ]
 
 
 def _rename(resource_list: dict[str, Any], names: Mapping[str, str], where: str) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -102,6 +102,7 @@ class WebhookServer:
         *,
         rand_intn: RandIntn = random.randrange,
         slo_validator: configmap_validating.SloValidator | None = None,
+        schedulers: Collection[str] = (),
     ) -> None:
         self.host = host
         self.port = port
@@ -111,6 +112,7 @@ class WebhookServer:
         self.slo_config_name = slo_config_name
         self.rand_intn = rand_intn
         self.slo_validator = slo_validator
+        self.schedulers = frozenset(schedulers)  # pod_mutating.mutate_pod's
         self.certificates: CertificateReloader | None = None
         self._runner: web.AppRunner | None = None
 
@@ -161,6 +163,7 @@ class WebhookServer:
                 priority_classes=self.provider.priority_classes(),
                 namespace_labels=self.provider.namespace_labels(_namespace(review)),
                 rand_intn=self.rand_intn,
+                schedulers=self.schedulers,
             )
 
         return await self._serve(request, "Pod", decide)

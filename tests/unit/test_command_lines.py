@@ -95,6 +95,7 @@ OLD_MANAGER: OldFlags = {
     "--health-probe-addr": ("", None),
     "--sync-period": ("0", None),
     "--feature-gates": ("", None),
+    "--schedulers": ("", None),  # ours
 }
 
 

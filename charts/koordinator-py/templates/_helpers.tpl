@@ -347,3 +347,90 @@ kube-scheduler would skip checking the certificate.
 {{- (include "koordinator-py.scheduler.generatedTLS" . | fromYaml).ca | b64enc -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+scheduler: the extenders entry of a KubeSchedulerConfiguration that calls koord-scheduler (the
+ConfigMap to merge, and the chart's own kube-scheduler), as a one-item YAML list.
+*/}}
+{{- define "koordinator-py.scheduler.extenders" -}}
+{{- $e := .Values.scheduler.extender -}}
+{{- if lt (int $e.weight) 1 }}
+{{- fail "scheduler.extender.weight must be a positive integer: kube-scheduler refuses a prioritizing extender without one" }}
+{{- end }}
+{{- $serverName := include "koordinator-py.scheduler.serverName" . -}}
+# koord-scheduler of release {{ .Release.Name }} in namespace {{ .Release.Namespace }}.
+- urlPrefix: {{ printf "https://%s:443%s" $serverName (include "koordinator-py.scheduler.urlPrefix" .) | quote }}
+  filterVerb: filter
+  prioritizeVerb: prioritize
+  {{- if eq (toString $e.bind) "true" }}
+  bindVerb: bind
+  {{- end }}
+  weight: {{ int $e.weight }}
+  nodeCacheCapable: {{ eq (toString $e.nodeCacheCapable) "true" }}
+  httpTimeout: {{ toString $e.httpTimeout | quote }}
+  ignorable: {{ eq (toString $e.ignorable) "true" }}
+  enableHTTPS: true
+  tlsConfig:
+    serverName: {{ $serverName | quote }}
+    caData: {{ include "koordinator-py.scheduler.caData" . }}
+  {{- if ne (toString $e.allPods) "true" }}
+  # Only pods that request batch resources reach the extender; kube-scheduler still
+  # fits those resources itself (ignoredByScheduler: false).
+  managedResources:
+    - name: kubernetes.io/batch-cpu
+      ignoredByScheduler: false
+    - name: kubernetes.io/batch-memory
+      ignoredByScheduler: false
+  {{- end }}
+{{- end -}}
+
+{{/* The chart's own kube-scheduler (scheduler.kubeScheduler): on only with the extender. */}}
+{{- define "koordinator-py.kubeScheduler.enabled" -}}
+{{- if and .Values.scheduler.enabled .Values.scheduler.kubeScheduler.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{- define "koordinator-py.kubeScheduler.fullname" -}}
+{{- printf "%s-kube-scheduler" (include "koordinator-py.fullname" .) -}}
+{{- end -}}
+
+{{- define "koordinator-py.kubeScheduler.serviceAccountName" -}}
+{{- $account := .Values.scheduler.kubeScheduler.serviceAccount -}}
+{{- if $account.create -}}
+{{- default (include "koordinator-py.kubeScheduler.fullname" .) $account.name -}}
+{{- else -}}
+{{- default "default" $account.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "koordinator-py.kubeScheduler.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "koordinator-py.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: kube-scheduler
+{{- end -}}
+
+{{- define "koordinator-py.kubeScheduler.labels" -}}
+{{ include "koordinator-py.labels" . }}
+app.kubernetes.io/component: kube-scheduler
+{{- end -}}
+
+{{/*
+kube-scheduler's image: the tag defaults to the cluster's version (vMAJOR.MINOR.PATCH, without
+a provider's suffix such as -eks-...), since kube-scheduler supports its own minor's API server.
+*/}}
+{{- define "koordinator-py.kubeScheduler.image" -}}
+{{- $image := .Values.scheduler.kubeScheduler.image -}}
+{{- $tag := $image.tag | toString | default (regexFind "^v[0-9]+\\.[0-9]+\\.[0-9]+" .Capabilities.KubeVersion.Version) -}}
+{{- printf "%s:%s" $image.repository $tag -}}
+{{- end -}}
+
+{{/*
+The scheduler names that run in the cluster, comma-separated, for the manager's --schedulers:
+the cluster's default-scheduler, the chart's kube-scheduler's, and manager.knownSchedulers.
+*/}}
+{{- define "koordinator-py.knownSchedulers" -}}
+{{- $names := list "default-scheduler" -}}
+{{- if include "koordinator-py.kubeScheduler.enabled" . -}}
+{{- $names = append $names .Values.scheduler.kubeScheduler.schedulerName -}}
+{{- end -}}
+{{- join "," (concat $names .Values.manager.knownSchedulers | uniq) -}}
+{{- end -}}

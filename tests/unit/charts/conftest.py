@@ -168,7 +168,10 @@ SCENARIOS: Mapping[str, Mapping[str, Any]] = {
         "sloConfig": {"create": False},
         "koordlet": {"serviceAccount": {"create": False, "name": "koordlet"}, "featureGates": None},
         "manager": {"serviceAccount": {"create": False, "name": "koord-manager"}},
-        "scheduler": {"serviceAccount": {"create": False, "name": "koord-scheduler"}},
+        "scheduler": {
+            "serviceAccount": {"create": False, "name": "koord-scheduler"},
+            "kubeScheduler": {"serviceAccount": {"create": False, "name": "kube-scheduler"}},
+        },
     },
     "manager-disabled": {"manager": {"enabled": False}},
     "no-webhooks": {
@@ -190,6 +193,11 @@ SCENARIOS: Mapping[str, Mapping[str, Any]] = {
         },
     },
     "scheduler-disabled": {"scheduler": {"enabled": False}},
+    # The extender merged into the cluster's own kube-scheduler, which runs another profile.
+    "kube-scheduler-off": {
+        "scheduler": {"kubeScheduler": {"enabled": False}},
+        "manager": {"knownSchedulers": ["batch-scheduler", "default-scheduler"]},
+    },
     # Only batch pods reach the extender (managedResources).
     "scheduler-batch-only": {"scheduler": {"extender": {"allPods": False}}},
 }

@@ -354,10 +354,10 @@ def test_bring_your_own_account_and_rbac(outcomes: dict[str, Outcome]) -> None:
     assert not release.all("ServiceAccount")  # not the koordlet's, the manager's, the scheduler's
     assert not release.all("ClusterRole") and not release.all("ClusterRoleBinding")
     assert not release.all("Role") and not release.all("RoleBinding")
-    # No slo-controller-config; the scheduler's own configuration stays.
+    # No slo-controller-config; the schedulers' own configurations stay.
     assert {
         c["metadata"]["labels"]["app.kubernetes.io/component"] for c in release.all("ConfigMap")
-    } == {"scheduler"}
+    } == {"scheduler", "kube-scheduler"}
     pod = release.find("DaemonSet")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "koordlet"
     assert not any(a.startswith("--feature-gates") for a in koordlet_container(release)["args"])
@@ -512,6 +512,7 @@ def test_service_monitor_and_dashboard_are_off_by_default(default: helm.Release)
         "koordinator-koordinator-py-webhook",
     ]
     assert sorted(c["metadata"]["name"] for c in default.all("ConfigMap")) == [
+        "koordinator-koordinator-py-kube-scheduler",
         "koordinator-koordinator-py-kube-scheduler-config",
         "koordinator-koordinator-py-scheduler-loadaware",
         "slo-controller-config",

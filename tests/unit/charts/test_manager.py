@@ -518,15 +518,16 @@ def test_without_webhooks_the_manager_runs_its_controllers_only(
     options = manager_options(release)
     assert options.webhook_port is None and options.leader_elect is False
     # No leader election: no Lease Role.
-    roles = [r["metadata"]["name"] for r in release.all("Role")]
+    roles = [r["metadata"]["name"] for r in manager_objects(release, "Role")]
     assert roles == [f"{MANAGER}-config"]
 
 
 def test_a_disabled_manager_leaves_nothing_of_its_own(outcomes: dict[str, Outcome]) -> None:
     release = release_of(outcomes, "manager-disabled")
     assert not manager_objects(release)
-    assert [d["metadata"]["name"] for d in release.all("Deployment")] == [
-        "koordinator-koordinator-py-scheduler"
+    assert sorted(d["metadata"]["name"] for d in release.all("Deployment")) == [
+        "koordinator-koordinator-py-kube-scheduler",
+        "koordinator-koordinator-py-scheduler",
     ]
     assert not release.all("MutatingWebhookConfiguration")
     assert not release.all("ValidatingWebhookConfiguration")
@@ -555,7 +556,7 @@ def test_rbac_is_exactly_what_the_manager_reads_and_writes(default: helm.Release
         f"{MANAGER}-config": (MANAGER_CONFIG_RULES, options.config_namespace),
         f"{MANAGER}-leader-election": (MANAGER_LEASE_RULES, options.leader_election_namespace),
     }
-    assert {r["metadata"]["name"] for r in default.all("Role")} == set(roles)
+    assert {r["metadata"]["name"] for r in manager_objects(default, "Role")} == set(roles)
     for name, (rules, namespace) in roles.items():
         role = default.find("Role", name)
         assert role["metadata"]["namespace"] == namespace

@@ -652,3 +652,89 @@ def test_notes_say_how_to_use_the_extender(default: helm.Release) -> None:
     assert r"{.data.kube-scheduler-config\.yaml}" in notes
     assert "--config=" in notes and "extenders" in notes
     assert f"{SCHEDULER}.{NAMESPACE}.svc" in notes
+
+
+# -- the scheduler named koord-scheduler (scheduler.kubeScheduler) -----------------------------
+
+KUBE_SCHEDULER = "koordinator-koordinator-py-kube-scheduler"
+
+
+def manager_schedulers(release: helm.Release) -> str:
+    (deployment,) = component_objects(release, "manager", "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    (arg,) = [a for a in container["args"] if a.startswith("--schedulers=")]
+    return str(arg.removeprefix("--schedulers="))
+
+
+def test_pods_asking_for_koord_scheduler_have_a_scheduler(default: helm.Release) -> None:
+    deployment = default.find("Deployment", KUBE_SCHEDULER)
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    # the stock image of the cluster's version (helm.Render's kube_version)
+    assert container["image"] == "registry.k8s.io/kube-scheduler:v1.31.0"
+    (config_arg,) = [a for a in container["command"] if a.startswith("--config=")]
+    config_path = PurePosixPath(config_arg.removeprefix("--config="))
+    (mount,) = container["volumeMounts"]
+    (volume,) = pod["volumes"]
+    assert mount["name"] == volume["name"] and config_path.parent == PurePosixPath(
+        mount["mountPath"]
+    )
+    config_map = default.find("ConfigMap", volume["configMap"]["name"])
+    config = yaml.safe_load(config_map["data"][config_path.name])
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    # one profile: a default-scheduler here would race the cluster's own for the same pods
+    assert config["profiles"] == [{"schedulerName": "koord-scheduler"}]
+    assert config["leaderElection"] == {
+        "leaderElect": True,
+        "resourceName": "koord-scheduler",
+        "resourceNamespace": NAMESPACE,
+    }
+    assert "clientConnection" not in config  # in-cluster credentials
+    # the very extender operators would merge, certificate included
+    assert config["extenders"] == [extender_of(default)]
+    assert manager_schedulers(default) == "default-scheduler,koord-scheduler"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {
+        p["httpGet"]["scheme"] for p in (container["livenessProbe"], container["readinessProbe"])
+    } == {"HTTPS"}
+
+
+def test_the_kube_scheduler_may_do_what_kube_scheduler_does_and_keep_its_lease(
+    default: helm.Release,
+) -> None:
+    account = default.find("ServiceAccount", KUBE_SCHEDULER)["metadata"]["name"]
+    subject = [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
+    bound = {
+        b["roleRef"]["name"]: b
+        for b in default.all("ClusterRoleBinding") + default.all("RoleBinding")
+        if b["subjects"] == subject
+    }
+    assert set(bound) == {
+        "system:kube-scheduler",
+        "system:volume-scheduler",
+        "extension-apiserver-authentication-reader",
+        f"{KUBE_SCHEDULER}-lease",
+    }
+    assert bound["extension-apiserver-authentication-reader"]["metadata"]["namespace"] == (
+        "kube-system"
+    )
+    lease = default.find("Role", f"{KUBE_SCHEDULER}-lease")
+    assert lease["metadata"]["namespace"] == NAMESPACE
+    assert lease["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["koord-scheduler"],
+            "verbs": ["get", "update"],
+        },
+    ]
+
+
+def test_without_the_kube_scheduler_the_manager_knows_the_others(
+    outcomes: dict[str, Outcome],
+) -> None:
+    release = release_of(outcomes, "kube-scheduler-off")
+    assert not component_objects(release, "kube-scheduler")
+    assert scheduler_deployment(release)  # the extender stays, to be merged
+    assert manager_schedulers(release) == "default-scheduler,batch-scheduler"

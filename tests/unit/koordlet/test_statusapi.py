@@ -352,3 +352,11 @@ def test_inspect_route_refuses_with_a_json_error(
 
     assert status == code
     assert message in body["error"]
+
+
+def test_no_created_series_as_in_koordinators_scrape() -> None:
+    metrics = KoordletMetrics("n1")
+    metrics.hook_failures.labels("n1", "GroupIdentity", "err").inc()
+    text = generate_latest(metrics.registry).decode()
+    assert "koordlet_runtime_hook_failures_total{" in text
+    assert "_created" not in text

@@ -292,3 +292,42 @@ def test_missing_priority_class_denies_with_500_naming_the_profile() -> None:
 def test_create_without_object_is_denied() -> None:
     response = _mutate(None)
     assert (response.allowed, response.code) == (False, 400)
+
+
+KOORD_SCHEDULER_PROFILE = profile(
+    "koordinators-example",
+    selector={"matchLabels": {"colocation": "batch"}},
+    qosClass="BE",
+    priorityClassName="koord-batch",
+    schedulerName="koord-scheduler",
+)
+
+
+@pytest.mark.parametrize(
+    ("schedulers", "own", "warned"),
+    [
+        pytest.param(("default-scheduler",), None, True, id="not-run-here"),
+        pytest.param(("default-scheduler", "koord-scheduler"), None, False, id="run-here"),
+        pytest.param((), None, False, id="not-checked"),
+        pytest.param(("default-scheduler",), "koord-scheduler", False, id="the-pods-own-choice"),
+    ],
+)
+def test_a_profiles_scheduler_that_does_not_run_here_is_a_warning(
+    schedulers: tuple[str, ...], own: str | None, warned: bool
+) -> None:
+    original = pod(container(requests=CPU2_MEM4, limits=CPU2_MEM4), labels=BATCH_LABELS)
+    if own is not None:
+        original["spec"]["schedulerName"] = own
+    response = pod_mutating.mutate_pod(
+        builders.request(original, "CREATE"),
+        profiles=[KOORD_SCHEDULER_PROFILE],
+        priority_classes=PRIORITY_CLASSES,
+        namespace_labels={},
+        schedulers=schedulers,
+    )
+    assert response.allowed
+    assert builders.applied(original, response)["spec"]["schedulerName"] == "koord-scheduler"
+    assert bool(response.warnings) is warned
+    if warned:
+        (warning,) = response.warnings
+        assert "'koord-scheduler'" in warning and "(default-scheduler)" in warning
