@@ -80,6 +80,9 @@ class ColocationStrategy:
     mid_static_memory_reserved_percent: int = 0
     batch_cpu_threshold_percent: int | None = None  # None: no cap
     batch_memory_threshold_percent: int | None = None
+    # ours: publish each batch resource's lowest value of this many seconds (noderesource/
+    # smoothing.py); 0: off
+    batch_smoothing_window_seconds: int = 0
     extensions: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     def merged(self, overrides: Mapping[str, Any]) -> ColocationStrategy:
@@ -205,6 +208,7 @@ _FIELDS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "midStaticMemoryReservedPercent": ("mid_static_memory_reserved_percent", _int(0, 100)),
     "batchCPUThresholdPercent": ("batch_cpu_threshold_percent", _int(0)),
     "batchMemoryThresholdPercent": ("batch_memory_threshold_percent", _int(0)),
+    "batchResourceSmoothingWindowSeconds": ("batch_smoothing_window_seconds", _int(0)),
     "extensions": ("extensions", _extensions),
 }
 _JSON_NAMES = {attr: name for name, (attr, _) in _FIELDS.items()}

@@ -26,6 +26,7 @@ from manager.metrics import ManagerMetrics
 from manager.noderesource.calculator import NodeResourceResult, calculate
 from manager.noderesource.patch import status_patch
 from manager.noderesource.pods import PodMemo
+from manager.noderesource.smoothing import BatchSmoother
 from manager.noderesource.sync import need_sync
 
 log = logging.getLogger(__name__)
@@ -61,11 +62,13 @@ class NodeResourceController:
         self.api, self.state, self.metrics, self.clock = api, state, metrics, clock
         self.last_write: dict[str, float] = {}  # node → when this manager last wrote it
         self.memo = PodMemo()
+        self.smoother = BatchSmoother()
 
     async def reconcile(self, name: str) -> float | None:
         node = self.state.nodes.get(name)
         if node is None:
             self.last_write.pop(name, None)
+            self.smoother.forget(name)
             return None
         config = self.state.colocation()
         if config is None:  # the ConfigMap was never read: nothing is known yet
@@ -80,6 +83,7 @@ class NodeResourceController:
             now,
             memo=self.memo,
         )
+        result = self.smoother.smooth(name, result, strategy.batch_smoothing_window_seconds, now)
         write, why = need_sync(node, result, self.last_write.get(name), now, strategy)
         if not write:
             self.metrics.reconciles.labels(NAME, "unchanged").inc()

@@ -246,3 +246,23 @@ def test_sync_period_resyncs_every_informer_and_the_probe_address_answers() -> N
     periods, status, body = run(scenario())
     assert periods == {7.5}
     assert status == 200 and body.strip()
+
+
+def test_a_smoothing_window_holds_back_a_rise_of_batch_resources() -> None:
+    api = seeded(colocation={"enable": True, "batchResourceSmoothingWindowSeconds": 3600})
+
+    async def scenario() -> None:
+        async with running(api, leader_elect=False) as manager:
+            await until(lambda: keys.BATCH_CPU in node_status(api).get("allocatable", {}))
+            assert node_status(api)["allocatable"][keys.BATCH_CPU] == "37000"
+            # 70 % reclaimable instead of 60 %: 10 more cores of batch-cpu, computed and held back
+            raised = {"enable": True, "batchResourceSmoothingWindowSeconds": 3600}
+            raised["cpuReclaimThresholdPercent"] = 70
+            await edit_config(api, {"colocation-config": json.dumps(raised)})
+            smoother = manager.node_resource.smoother
+            await until(lambda: 47000 in smoother.values("node-1", keys.BATCH_CPU))
+            # one more pass, awaited to its end: a write of 47000 would be seen below
+            await manager.node_resource.reconcile("node-1")
+            assert node_status(api)["allocatable"][keys.BATCH_CPU] == "37000"
+
+    run(scenario())
