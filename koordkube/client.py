@@ -10,6 +10,12 @@ datetime encoding omits when the microseconds are zero). Errors are lightkube's 
 
 ``update_with_retry`` and ``create_or_update`` are the optimistic-concurrency loops
 controllers use for writes.
+
+``KubeApi(..., observe=f)`` calls ``f(verb, resource, code, seconds)`` after every request:
+the Kubernetes verb (get, list, watch, create, update, patch, delete), the resource's plural
+with its subresource (``nodes``, ``nodes/status``, ``pods/eviction``), the HTTP status as a
+string or ``error`` when no response came, and the time until the response was read (for a
+watch, until it started streaming). Object names never appear, so the values stay few.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import json
 import logging
 import os
 import random
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +53,8 @@ WATCH_READ_MARGIN = 30.0
 T = TypeVar("T")
 JSONPatch = Mapping[str, Any] | list[Any]
 """A merge patch (object) or a JSON patch (list of operations)."""
+RequestObserver = Callable[[str, str, str, float], None]
+"""Told (verb, resource, code, seconds) after each API request (see the module docstring)."""
 
 
 class RetryError(Exception):
@@ -198,9 +207,18 @@ class KubeApi:
         await api.patch(Node, "node-1", {"status": {...}}, subresource="status")
     """
 
-    def __init__(self, client: AsyncClient, *, field_manager: str = FIELD_MANAGER) -> None:
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        field_manager: str = FIELD_MANAGER,
+        observe: RequestObserver | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.client = client
         self.field_manager = field_manager
+        self.observe = observe
+        self.clock = clock
         # lightkube 1.0 keeps its configured httpx2 client (base URL, auth, TLS) here; this is
         # the one private attribute koordkube touches, and the unit tests go through it.
         self._http: httpx2.AsyncClient = client._client._client
@@ -214,7 +232,7 @@ class KubeApi:
         subresource: str | None = None,
     ) -> Object:
         path = _path(res, namespace=namespace, name=name, subresource=subresource)
-        return await self._call("GET", path)
+        return await self._call("GET", path, verb="get", resource=_resource(res, subresource))
 
     async def list(
         self,
@@ -226,7 +244,10 @@ class KubeApi:
     ) -> ObjectList:
         """LIST with optional label/field selectors in Kubernetes syntax (``a=b,c!=d``)."""
         params = _selectors(labels, fields)
-        body = await self._call("GET", _path(res, namespace=namespace, listing=True), params=params)
+        path = _path(res, namespace=namespace, listing=True)
+        body = await self._call(
+            "GET", path, params=params, verb="list", resource=_resource(res, listing=True)
+        )
         items = [with_type_meta(res, item) for item in body.get("items") or []]
         return ObjectList(items, str((body.get("metadata") or {}).get("resourceVersion", "")))
 
@@ -238,7 +259,14 @@ class KubeApi:
         if is_namespaced(res) and not namespace:
             raise ValueError(f"{res.__name__} is namespaced: a namespace is required")
         path = _path(res, namespace=namespace, listing=True)
-        return await self._call("POST", path, body=body, write=True)
+        return await self._call(
+            "POST",
+            path,
+            body=body,
+            write=True,
+            verb="create",
+            resource=_resource(res, listing=True),
+        )
 
     async def replace(
         self, res: type[lkres.Resource], obj: Mapping[str, Any], *, subresource: str | None = None
@@ -249,7 +277,10 @@ class KubeApi:
         path = _path(
             res, namespace=meta.get("namespace"), name=meta.get("name"), subresource=subresource
         )
-        return await self._call("PUT", path, body=body, write=True)
+        resource = _resource(res, subresource)
+        return await self._call(
+            "PUT", path, body=body, write=True, verb="update", resource=resource
+        )
 
     async def patch(
         self,
@@ -263,7 +294,13 @@ class KubeApi:
     ) -> Object:
         path = _path(res, namespace=namespace, name=name, subresource=subresource)
         return await self._call(
-            "PATCH", path, body=patch, write=True, content_type=patch_type.value
+            "PATCH",
+            path,
+            body=patch,
+            write=True,
+            content_type=patch_type.value,
+            verb="patch",
+            resource=_resource(res, subresource),
         )
 
     async def bind_pod(
@@ -296,12 +333,16 @@ class KubeApi:
         """POST ``body`` to a subresource of one object (``pods/NAME/binding``,
         ``pods/NAME/eviction``)."""
         path = _path(res, namespace=namespace, name=name, subresource=subresource)
-        return await self._call("POST", path, body=body, write=True)
+        resource = _resource(res, subresource)
+        return await self._call(
+            "POST", path, body=body, write=True, verb="create", resource=resource
+        )
 
     async def delete(
         self, res: type[lkres.Resource], name: str, *, namespace: str | None = None
     ) -> None:
-        await self._call("DELETE", _path(res, namespace=namespace, name=name))
+        path = _path(res, namespace=namespace, name=name)
+        await self._call("DELETE", path, verb="delete", resource=_resource(res))
 
     async def watch(
         self,
@@ -334,7 +375,9 @@ class KubeApi:
         request = self._http.build_request(
             "GET", path, params=params, timeout=httpx2.Timeout(10.0, read=read)
         )
-        response = await self._http.send(request, stream=True)
+        response = await self._timed(
+            "watch", _resource(res, listing=True), lambda: self._http.send(request, stream=True)
+        )
         try:
             if response.status_code >= 400:
                 await response.aread()
@@ -359,18 +402,42 @@ class KubeApi:
         body: Any = None,
         write: bool = False,
         content_type: str = "application/json",
+        verb: str | None = None,
+        resource: str = "unknown",
     ) -> Object:
+        """One request; ``verb`` and ``resource`` name it to ``observe`` (every public method
+        passes them; without, the verb follows the HTTP method)."""
         params = dict(params or {})
         if write:
             params.setdefault("fieldManager", self.field_manager)
         content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         headers = {"Content-Type": content_type} if content is not None else None
-        response = await self._http.request(
-            method, path, params=params, content=content, headers=headers
+        response = await self._timed(
+            verb or _VERBS.get(method, method.lower()),
+            resource,
+            lambda: self._http.request(
+                method, path, params=params, content=content, headers=headers
+            ),
         )
         _raise_for_status(response)
         result = response.json() if response.content else {}
         return result if isinstance(result, dict) else {}
+
+    async def _timed(
+        self, verb: str, resource: str, send: Callable[[], Awaitable[httpx2.Response]]
+    ) -> httpx2.Response:
+        """``send()``, told to ``observe``: the status, or ``error`` when no response came (a
+        cancelled request is not a failure of the server's and is not counted)."""
+        if self.observe is None:
+            return await send()
+        start = self.clock()
+        try:
+            response = await send()
+        except Exception:
+            self.observe(verb, resource, "error", self.clock() - start)
+            raise
+        self.observe(verb, resource, str(response.status_code), self.clock() - start)
+        return response
 
 
 def _path(
@@ -399,6 +466,19 @@ def _path(
         if action:
             parts.append(action)
     return "/".join(parts)
+
+
+_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def _resource(
+    res: type[lkres.Resource], subresource: str | None = None, *, listing: bool = False
+) -> str:
+    """The metrics name of a request's resource: the plural, with the subresource of a single
+    object's request (``nodes/status``; ``Node.Status`` names its own), as ``_path`` builds it."""
+    info = lkres.api_info(res)
+    action = None if listing else subresource or info.action
+    return f"{info.plural}/{action}" if action else info.plural
 
 
 def _selectors(labels: str | None, fields: str | None) -> dict[str, str]:

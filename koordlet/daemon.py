@@ -103,7 +103,7 @@ class Koordlet:
         self.kernel = detect_kernel(config.cgroup_root, self.resctrl)
         # Cluster mode: no NodeSLO file, and a kubeconfig or in-cluster credentials.
         self.kube: KubeApi | None = (
-            build_api(config.kubeconfig)
+            build_api(config.kubeconfig, observe=self.metrics.observe_apiserver)
             if cluster_mode(config.kubeconfig, config.node_slo_file)
             else None
         )
@@ -272,8 +272,9 @@ class Koordlet:
         --only-evict-by-api ask the API server with the in-cluster credentials."""
         self.kube_eviction: EvictionAPI | None = None
         if self.kube is None and not self.config.only_evict_by_api:
-            return StopContainers(CRIRuntime(self.config.cri_socket))
-        self.kube_eviction = build_eviction_api(self.kube)
+            cri = CRIRuntime(self.config.cri_socket, observe=self.metrics.observe_cri)
+            return StopContainers(cri)
+        self.kube_eviction = build_eviction_api(self.kube, observe=self.metrics.observe_apiserver)
         return EvictByAPI(self.kube_eviction)
 
     def qos_context(self) -> Context:
@@ -362,7 +363,12 @@ class Koordlet:
                 read_only_port=c.kubelet_read_only_port,
             )
 
-        client = KubeletClient(endpoint, timeout=c.kubelet_sync_timeout, ca_file=c.kubelet_ca_file)
+        client = KubeletClient(
+            endpoint,
+            timeout=c.kubelet_sync_timeout,
+            ca_file=c.kubelet_ca_file,
+            observe=self.metrics.observe_kubelet,
+        )
         self.kubelet_sync = KubeletPodSync(
             self.pods,
             client.get_pods,

@@ -47,6 +47,9 @@ class LabelCache:
 
 
 SECOND_BUCKETS = (5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+# Koordinator's kubelet request buckets (ExponentialBuckets(0.001, 4, 7): 1 ms to 4.096 s), used
+# for all three outgoing-request histograms: kubelet, CRI and API server.
+REQUEST_BUCKETS = (0.001, 0.004, 0.016, 0.064, 0.256, 1.024, 4.096)
 
 
 class KoordletMetrics:
@@ -191,6 +194,41 @@ class KoordletMetrics:
             ["node", "pod", "container"],
             registry=r,
         )
+        # -- koordlet's own calls out: count, latency and errors ------------------------------
+        # Rates and error rates come from the _count series by ``code``; every label value is
+        # from a short fixed list (no pod names, no URLs with names in them).
+        self.kubelet_requests = Histogram(
+            "koordlet_kubelet_request_duration_seconds",
+            "kubelet http request duration in seconds (code: the HTTP status, error when no "
+            "response came)",
+            ["node", "verb", "path", "code"],
+            buckets=REQUEST_BUCKETS,
+            registry=r,
+        )
+        self.cri_requests = Histogram(
+            "koordlet_cri_request_duration_seconds",
+            "CRI request duration in seconds (code: the gRPC status code name, OK on success)",
+            ["node", "method", "code"],
+            buckets=REQUEST_BUCKETS,
+            registry=r,
+        )
+        self.apiserver_requests = Histogram(
+            "koordlet_apiserver_request_duration_seconds",
+            "Kubernetes API server request duration in seconds (code: the HTTP status, error "
+            "when no response came; a watch is timed until its response starts)",
+            ["node", "verb", "resource", "code"],
+            buckets=REQUEST_BUCKETS,
+            registry=r,
+        )
+
+    def observe_kubelet(self, verb: str, path: str, code: str, seconds: float) -> None:
+        self.kubelet_requests.labels(self.node, verb, path, code).observe(seconds)
+
+    def observe_cri(self, method: str, code: str, seconds: float) -> None:
+        self.cri_requests.labels(self.node, method, code).observe(seconds)
+
+    def observe_apiserver(self, verb: str, resource: str, code: str, seconds: float) -> None:
+        self.apiserver_requests.labels(self.node, verb, resource, code).observe(seconds)
 
 
 class HealthCollector:

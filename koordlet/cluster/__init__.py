@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from koordapi.errors import ModelError
 
 if TYPE_CHECKING:
-    from koordkube.client import KubeApi
+    from koordkube.client import KubeApi, RequestObserver
     from koordkube.eviction import EvictionAPI
 
 # Deciding the mode imports no Kubernetes client: standalone koordlet (the pre-installed
@@ -57,9 +57,13 @@ def cluster_mode(
 
 
 def build_api(
-    kubeconfig: Path | None, *, service_account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT_DIR
+    kubeconfig: Path | None,
+    *,
+    service_account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT_DIR,
+    observe: RequestObserver | None = None,
 ) -> KubeApi:
-    """The one API client of a cluster-mode koordlet (writes as field manager koordlet)."""
+    """The one API client of a cluster-mode koordlet (writes as field manager koordlet);
+    ``observe`` is told every request (``KoordletMetrics.observe_apiserver``)."""
     from koordkube.client import KubeApi, build_client  # noqa: PLC0415 - cluster mode only
 
     try:
@@ -67,15 +71,19 @@ def build_api(
     except Exception as err:  # lightkube's ConfigError, a missing or unreadable file, ...
         where = kubeconfig or "the in-cluster service account"
         raise ModelError(f"cannot build a Kubernetes client from {where}: {err}") from None
-    return KubeApi(client, field_manager=FIELD_MANAGER)
+    return KubeApi(client, field_manager=FIELD_MANAGER, observe=observe)
 
 
 def build_eviction_api(
-    kube: KubeApi | None, *, service_account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT_DIR
+    kube: KubeApi | None,
+    *,
+    service_account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT_DIR,
+    observe: RequestObserver | None = None,
 ) -> EvictionAPI:
     """The Eviction API client: on cluster mode's ``kube``, or without one (standalone with
     ``--only-evict-by-api``) on a client of its own from the in-cluster service account.
-    ``bind`` it to the daemon's event loop before the first eviction."""
+    ``bind`` it to the daemon's event loop before the first eviction; ``observe`` is for the
+    client of its own."""
     from koordkube.eviction import EvictionAPI  # noqa: PLC0415 - only when it is used
 
     if kube is None:
@@ -84,7 +92,7 @@ def build_eviction_api(
                 "--only-evict-by-api needs in-cluster Kubernetes credentials "
                 "(KUBERNETES_SERVICE_HOST and a service account token)"
             )
-        kube = build_api(None, service_account_dir=service_account_dir)
+        kube = build_api(None, service_account_dir=service_account_dir, observe=observe)
     return EvictionAPI(kube)
 
 

@@ -28,6 +28,10 @@ The request is blocking I/O and runs in a worker thread; the reconcile is a quic
 pass on the event loop, where NRI changes the same store. A failed request (HTTP error,
 timeout, unreadable JSON, an empty list while the kubelet restarts) keeps the last good state
 and is logged once per kind of failure.
+
+With ``observe`` each request is reported as Koordinator's ``RecordKubeletRequestDuration``
+does, (verb, path, code, seconds): ``get``, ``/pods/``, the HTTP status, and the time until the
+body was read; ``error`` is the code when no response came (Koordinator records nothing then).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import asyncio
 import json
 import logging
 import ssl
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -76,6 +81,11 @@ Object = dict[str, Any]
 _UNREADABLE = (ValueError, TypeError, AttributeError)  # a pod the API server would refuse
 
 
+KubeletObserver = Callable[[str, str, str, float], None]
+"""Told (verb, path, code, seconds) after each request to the kubelet."""
+PODS_PATH = "/pods/"
+
+
 class KubeletError(Exception):
     """A failed pod list; ``kind`` groups failures for logging once."""
 
@@ -93,7 +103,7 @@ class KubeletEndpoint:
     @property
     def pods_url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.scheme}://{host}:{self.port}/pods/"
+        return f"{self.scheme}://{host}:{self.port}{PODS_PATH}"
 
 
 def resolve_endpoint(
@@ -136,10 +146,14 @@ class KubeletClient:
         timeout: float = DEFAULT_SYNC_TIMEOUT,
         token_file: Path | None = Path(SERVICE_ACCOUNT_DIR) / "token",
         ca_file: Path | None = None,
+        observe: KubeletObserver | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
         self.token_file = token_file
+        self.observe = observe
+        self.clock = clock
         if ca_file is not None:
             self._tls = ssl.create_default_context(cafile=str(ca_file))
         else:  # Koordinator's choice: the kubelet's serving certificate is not verified
@@ -166,10 +180,13 @@ class KubeletClient:
             token = self._token()
             if token:
                 request.add_header("Authorization", f"Bearer {token}")
+        start, code = self.clock(), "error"  # no response (yet)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout, context=context) as reply:  # noqa: S310
+                code = str(reply.status)
                 raw = reply.read()
         except urllib.error.HTTPError as err:
+            code = str(err.code)
             raise KubeletError(f"http {err.code}", f"GET {url}: HTTP {err.code}") from None
         except TimeoutError as err:
             raise KubeletError("timeout", f"GET {url}: timed out ({err})") from None
@@ -178,6 +195,9 @@ class KubeletClient:
             if isinstance(reason, TimeoutError):
                 raise KubeletError("timeout", f"GET {url}: timed out") from None
             raise KubeletError("unreachable", f"GET {url}: {reason}") from None
+        finally:
+            if self.observe is not None:
+                self.observe("get", PODS_PATH, code, self.clock() - start)
         try:
             body = json.loads(raw)
         except ValueError as err:

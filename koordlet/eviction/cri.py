@@ -10,11 +10,17 @@ Usage::
 
     runtime = CRIRuntime(Path("/run/containerd/containerd.sock"))
     runtime.stop_container("4f2a...", timeout=0)      # raises CRIError on failure
+
+With ``observe`` every call is reported as (method, code, seconds): ``StopContainer``, the
+gRPC status code name (``OK``, ``NOT_FOUND``, ``DEADLINE_EXCEEDED``...) and its duration; a
+socket that does not exist counts as ``UNAVAILABLE``, what gRPC answers for it.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +28,9 @@ if TYPE_CHECKING:
     import grpc
 
 STOP_CONTAINER = "/runtime.v1.RuntimeService/StopContainer"
+
+CRIObserver = Callable[[str, str, float], None]
+"""Told (method, code, seconds) after each CRI call."""
 
 
 class CRIError(OSError):
@@ -53,9 +62,18 @@ def stop_container_request(container_id: str, timeout: int) -> bytes:
 class CRIRuntime:
     """A CRI client for the calls koordlet makes; one channel, opened on first use."""
 
-    def __init__(self, endpoint: Path, *, deadline: float = 10.0) -> None:
+    def __init__(
+        self,
+        endpoint: Path,
+        *,
+        deadline: float = 10.0,
+        observe: CRIObserver | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.endpoint = endpoint
         self.deadline = deadline
+        self.observe = observe
+        self.clock = clock
         self._channel: grpc.Channel | None = None
         self._lock = threading.Lock()
 
@@ -76,10 +94,12 @@ class CRIRuntime:
         if not container_id:
             raise CRIError("no container id to stop")
         if not self.endpoint.exists():
+            self._observed("StopContainer", "UNAVAILABLE", 0.0)
             raise CRIError(f"CRI endpoint {self.endpoint} does not exist")
         call = self._stop_call()
         import grpc  # noqa: PLC0415 - loaded by _stop_call already
 
+        start = self.clock()
         try:
             # The runtime may take up to ``timeout`` seconds before it kills; wait that long.
             call(stop_container_request(container_id, timeout), timeout=self.deadline + timeout)
@@ -88,7 +108,14 @@ class CRIRuntime:
             code, details = getattr(err, "code", None), getattr(err, "details", None)
             code = code() if callable(code) else None
             detail = details() if callable(details) else str(err)
+            name = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
+            self._observed("StopContainer", name, self.clock() - start)
             raise CRIError(f"StopContainer {container_id[:12]}: {code}: {detail}") from None
+        self._observed("StopContainer", "OK", self.clock() - start)
+
+    def _observed(self, method: str, code: str, seconds: float) -> None:
+        if self.observe is not None:
+            self.observe(method, code, seconds)
 
     def close(self) -> None:
         with self._lock:

@@ -109,6 +109,9 @@ class Render:
     # Values of ``helm upgrade``s run in turn after the install (each merged over values.yaml,
     # not over the install's values); the Release is then the last revision's.
     upgrades: tuple[Mapping[str, Any], ...] = ()
+    # Objects the cluster has before the install (what ``lookup`` finds), e.g. PriorityClasses
+    # of another release.
+    existing: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,7 @@ def _encode(request: Request) -> dict[str, Any]:
         "namespace": request.namespace,
         "kube_version": request.kube_version,
         "upgrades": [dict(v) for v in request.upgrades],
+        "existing": [dict(o) for o in request.existing],
     }
 
 
@@ -426,6 +430,22 @@ class FakeAPIServer:
             self.created.append(copy.deepcopy(body))
             return 201, stored
 
+    def seed(self, obj: Mapping[str, Any]) -> None:
+        """Store ``obj`` as if created before the install (not counted in ``created``)."""
+        group, _, version = str(obj["apiVersion"]).rpartition("/")
+        (resource,) = [
+            r
+            for r in self.resources
+            if (r.group, r.version, r.kind) == (group, version, obj["kind"])
+        ]
+        base = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        if resource.namespaced:
+            base += f"/namespaces/{obj['metadata']['namespace']}"
+        with self._lock:
+            self.objects[f"{base}/{resource.plural}/{obj['metadata']['name']}"] = copy.deepcopy(
+                dict(obj)
+            )
+
     def _serve_crd(self, crd: dict[str, Any]) -> None:
         spec = crd["spec"]
         names = spec["names"]
@@ -602,6 +622,8 @@ def _child_render(helm: Any, request: Mapping[str, Any]) -> dict[str, Any]:
         "revisions": [],
     }
     with FakeAPIServer(request["kube_version"]) as api:
+        for obj in request.get("existing", []):
+            api.seed(obj)
         config = helm.Configuration(
             namespace=request["namespace"], kubeconfig=api.kubeconfig(request["namespace"])
         )

@@ -870,3 +870,46 @@ def test_the_manager_runs_with_the_charts_arguments_certificate_and_rbac(
     assert (None, "slo.koordinator.sh", "nodeslos", "delete") in made
     refused = sorted((str(ns), g, r, v) for ns, g, r, v in made if not allows(default, ns, g, r, v))
     assert not refused, f"the chart's RBAC refuses {refused}"
+
+
+NO_WEBHOOKS = {"manager": {"webhook": {"enabled": False}}}
+
+
+def test_priority_classes_the_cluster_has_are_left_alone_and_ours_kept() -> None:
+    koordinators = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "koord-batch", "labels": {"app.kubernetes.io/name": "koordinator"}},
+        "value": 5000,
+    }
+    other_release = {
+        **koordinators,
+        "metadata": {
+            "name": "koord-prod",
+            "annotations": {
+                "meta.helm.sh/release-name": "koordinator",
+                "meta.helm.sh/release-namespace": "elsewhere",
+            },
+        },
+        "value": 9000,
+    }
+    fresh, upgraded = helm.run(
+        helm.Render(helm.CHART, existing=(koordinators, other_release)),
+        # the manager's webhook certificate is new on every upgrade, which the fake API server
+        # cannot patch: without webhooks the upgrade re-renders everything else as it was
+        helm.Render(helm.CHART, values=NO_WEBHOOKS, upgrades=(NO_WEBHOOKS,)),
+    )
+    assert isinstance(fresh, helm.Release) and isinstance(upgraded, helm.Release)
+    assert not fresh.error
+    assert {pc["metadata"]["name"] for pc in fresh.all("PriorityClass")} == {
+        "koord-mid",
+        "koord-free",
+    }
+    # an upgrade finds the install's own classes and keeps them in the release
+    assert not upgraded.error
+    assert {pc["metadata"]["name"] for pc in upgraded.all("PriorityClass")} == {
+        "koord-prod",
+        "koord-mid",
+        "koord-batch",
+        "koord-free",
+    }

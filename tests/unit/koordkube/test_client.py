@@ -265,3 +265,63 @@ def test_create_or_update_retries_the_update_on_conflict() -> None:
         assert len(fake.calls("update")) == 2
 
     run(scenario())
+
+
+def test_every_request_is_told_to_the_observer_by_verb_resource_and_code() -> None:
+    seen: list[tuple[str, str, str, float]] = []
+    ticks = iter(float(n) for n in range(100))  # each request takes 1 s on this clock
+
+    async def scenario() -> None:
+        fake = FakeKubeAPI()
+        kube = kc.KubeApi(
+            fake.client(), observe=lambda *call: seen.append(call), clock=lambda: next(ticks)
+        )
+        await kube.create(Node, node("n1"))
+        await kube.get(Node, "n1")
+        await kube.list(Pod, namespace="default")
+        await kube.patch(Node, "n1", {"status": {"capacity": {"cpu": "4"}}}, subresource="status")
+        await kube.replace(Node.Status, await kube.get(Node, "n1"))
+        await kube.create(Pod, {"metadata": {"name": "p", "namespace": "ns"}})
+        await kube.create_subresource(
+            Pod, "p", "eviction", {"apiVersion": "policy/v1", "kind": "Eviction"}, namespace="ns"
+        )
+        fake.fail("get", "/nodes/n1$", 429)
+        with pytest.raises(ApiError):
+            await kube.get(Node, "n1")
+        fake.disconnect("delete", "/nodes/n1$")
+        with pytest.raises(httpx2.ConnectError):
+            await kube.delete(Node, "n1")
+        await kube.delete(Node, "n1")
+        stream = kube.watch(Node, resource_version="1", allow_bookmarks=False)
+        try:
+            assert (await anext(stream))[0] == "MODIFIED"  # the status patch
+        finally:
+            await stream.aclose()
+
+    run(scenario())
+    assert [call[:3] for call in seen] == [
+        ("create", "nodes", "201"),
+        ("get", "nodes", "200"),
+        ("list", "pods", "200"),
+        ("patch", "nodes/status", "200"),
+        ("get", "nodes", "200"),
+        ("update", "nodes/status", "200"),
+        ("create", "pods", "201"),
+        ("create", "pods/eviction", "201"),
+        ("get", "nodes", "429"),
+        ("delete", "nodes", "error"),  # no response came
+        ("delete", "nodes", "200"),
+        ("watch", "nodes", "200"),
+    ]
+    assert {call[3] for call in seen} == {1.0}
+
+
+def test_no_observer_no_clock_reads() -> None:
+    def clock() -> float:
+        raise AssertionError("the clock is read only for an observer")
+
+    async def scenario() -> None:
+        kube = kc.KubeApi(FakeKubeAPI().client(), clock=clock)
+        assert (await kube.create(Node, node("n1")))["metadata"]["name"] == "n1"
+
+    run(scenario())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import ssl
 import threading
 import time
@@ -27,6 +28,7 @@ from koordlet.cluster.kubelet import (
     resolve_endpoint,
     spec_facts,
 )
+from koordlet.metrics import KoordletMetrics
 from koordlet.states.pods import PodStore
 from nri_plugin import api
 
@@ -443,3 +445,53 @@ def test_nri_pods_get_the_kubelets_spec_facts_and_keep_them_for_later_events() -
     changes.clear()
     sync.reconcile([listed])
     assert changes == []
+
+
+# -- koordlet_kubelet_request_duration_seconds -----------------------------------------------
+
+
+def kubelet_sample(metrics: KoordletMetrics, suffix: str, code: str, **extra: str) -> float | None:
+    labels = {"node": "n1", "verb": "get", "path": "/pods/", "code": code, **extra}
+    return metrics.registry.get_sample_value(
+        f"koordlet_kubelet_request_duration_seconds{suffix}", labels
+    )
+
+
+def metered_client(metrics: KoordletMetrics, port: int, **kwargs: Any) -> KubeletClient:
+    endpoint = KubeletEndpoint("http", "127.0.0.1", port)
+    return KubeletClient(
+        lambda: endpoint, token_file=None, observe=metrics.observe_kubelet, **kwargs
+    )
+
+
+def test_kubelet_requests_are_counted_by_status_with_their_duration(
+    kubelet: FakeKubelet,
+) -> None:
+    metrics = KoordletMetrics("n1")
+    ticks = iter([10.0, 10.02, 20.0, 23.0])  # 20 ms, then 3 s
+    client = metered_client(metrics, kubelet.port, clock=lambda: next(ticks))
+    kubelet.reply = {"items": [BE_POD]}
+    assert len(client.get_pods()) == 1
+    kubelet.status = 500
+    with pytest.raises(KubeletError, match="HTTP 500"):
+        client.get_pods()
+
+    assert kubelet_sample(metrics, "_count", "200") == 1
+    assert kubelet_sample(metrics, "_bucket", "200", le="0.016") == 0
+    assert kubelet_sample(metrics, "_bucket", "200", le="0.064") == 1
+    assert kubelet_sample(metrics, "_count", "500") == 1
+    assert kubelet_sample(metrics, "_sum", "500") == pytest.approx(3.0)
+    assert kubelet_sample(metrics, "_bucket", "500", le="1.024") == 0
+    assert kubelet_sample(metrics, "_bucket", "500", le="4.096") == 1
+
+
+def test_a_kubelet_that_does_not_answer_is_counted_as_error() -> None:
+    metrics = KoordletMetrics("n1")
+    with socket.socket() as closed:  # bound, not listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        client = metered_client(metrics, closed.getsockname()[1], timeout=1.0)
+        with pytest.raises(KubeletError) as err:
+            client.get_pods()
+    assert err.value.kind == "unreachable"
+    assert kubelet_sample(metrics, "_count", "error") == 1
+    assert kubelet_sample(metrics, "_count", "200") is None

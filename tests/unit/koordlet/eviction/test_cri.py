@@ -19,6 +19,7 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from koordlet.eviction.cri import CRIError, CRIRuntime, stop_container_request
+from koordlet.metrics import KoordletMetrics
 
 
 def stop_request_class() -> Any:
@@ -165,3 +166,74 @@ def test_an_empty_container_id_is_refused_before_any_call(runtime: Runtime) -> N
     with pytest.raises(CRIError, match="no container id"):
         client.stop_container("")
     assert runtime.requests == []
+
+
+# -- koordlet_cri_request_duration_seconds --------------------------------------------------
+
+
+class Ticks:
+    """A clock that moves ``step`` seconds each time it is read."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 100.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def cri_sample(metrics: KoordletMetrics, suffix: str, code: str, **extra: str) -> float | None:
+    labels = {"node": "n1", "method": "StopContainer", "code": code, **extra}
+    return metrics.registry.get_sample_value(
+        f"koordlet_cri_request_duration_seconds{suffix}", labels
+    )
+
+
+def test_a_successful_stop_is_counted_under_ok_with_its_duration(runtime: Runtime) -> None:
+    metrics = KoordletMetrics("n1")
+    client = CRIRuntime(runtime.socket, deadline=5.0, observe=metrics.observe_cri, clock=Ticks(0.5))
+    try:
+        client.stop_container("aaa")
+        client.stop_container("bbb")
+    finally:
+        client.close()
+
+    assert cri_sample(metrics, "_count", "OK") == 2
+    assert cri_sample(metrics, "_sum", "OK") == 1.0  # two calls of 0.5 s each
+    assert cri_sample(metrics, "_bucket", "OK", le="0.256") == 0
+    assert cri_sample(metrics, "_bucket", "OK", le="1.024") == 2
+    assert cri_sample(metrics, "_count", "NOT_FOUND") is None
+
+
+def test_a_failed_stop_is_counted_under_its_grpc_code(runtime: Runtime) -> None:
+    def not_found(ctx: grpc.ServicerContext) -> None:
+        ctx.abort(grpc.StatusCode.NOT_FOUND, "container 4f2a not found")
+
+    runtime.answer = not_found
+    metrics = KoordletMetrics("n1")
+    client = CRIRuntime(runtime.socket, deadline=5.0, observe=metrics.observe_cri)
+    try:
+        with pytest.raises(CRIError):
+            client.stop_container("4f2a9c0d11ee55")
+    finally:
+        client.close()
+
+    assert cri_sample(metrics, "_count", "NOT_FOUND") == 1
+    assert cri_sample(metrics, "_count", "OK") is None
+
+
+def test_an_unreachable_runtime_is_counted_as_unavailable(short_dir: Path) -> None:
+    metrics = KoordletMetrics("n1")
+    stale = short_dir / "stale.sock"
+    stale.touch()  # exists, nobody listens: gRPC itself answers UNAVAILABLE
+    client = CRIRuntime(stale, deadline=1.0, observe=metrics.observe_cri)
+    try:
+        with pytest.raises(CRIError):
+            client.stop_container("abc")
+    finally:
+        client.close()
+    missing = CRIRuntime(short_dir / "none.sock", observe=metrics.observe_cri)
+    with pytest.raises(CRIError, match="does not exist"):
+        missing.stop_container("abc")
+
+    assert cri_sample(metrics, "_count", "UNAVAILABLE") == 2
