@@ -71,7 +71,26 @@ app.kubernetes.io/component: koordlet
 {{/* koordlet: "repository:tag", the tag defaulting to the chart's appVersion. */}}
 {{- define "koordinator-py.koordlet.image" -}}
 {{- $image := .Values.koordlet.image -}}
-{{- printf "%s:%s" $image.repository (default .Chart.AppVersion ($image.tag | toString)) -}}
+{{- include "koordinator-py.registry" (list . (printf "%s:%s" $image.repository (default .Chart.AppVersion ($image.tag | toString)))) -}}
+{{- end -}}
+
+{{/*
+An image reference under Koordinator's imageRepositoryHost when it is set (its chart writes
+HOST/REPOSITORY:TAG): (list root "repository:tag").
+*/}}
+{{- define "koordinator-py.registry" -}}
+{{- $host := (index . 0).Values.imageRepositoryHost | default "" | trimSuffix "/" -}}
+{{- if $host -}}{{ printf "%s/%s" $host (index . 1) }}{{- else -}}{{ index . 1 }}{{- end -}}
+{{- end -}}
+
+{{/*
+A daemon's --log-level: ours (debug, info, ...), unless Koordinator's log.level (klog's
+verbosity) is given: 4 and above is debug, below info, as the daemons read -v.
+(dict "ours" LEVEL "koordinator" LOG)
+*/}}
+{{- define "koordinator-py.logLevel" -}}
+{{- $v := dig "level" "" (.koordinator | default dict) | toString -}}
+{{- if $v -}}{{ ternary "debug" "info" (ge (atoi $v) 4) }}{{- else -}}{{ .ours }}{{- end -}}
 {{- end -}}
 
 {{/*
@@ -88,11 +107,16 @@ JSON, and Go would print 104857600 as 1.048576e+08: whole numbers are printed as
 
 {{/* koordlet: --feature-gates=A=true,B=false from the featureGates map, in name order. */}}
 {{- define "koordinator-py.koordlet.featureGates" -}}
+{{- if .Values.koordlet.features -}}
+{{- /* Koordinator's koordlet.features: the --feature-gates value as written */ -}}
+{{- .Values.koordlet.features -}}
+{{- else -}}
 {{- $gates := list -}}
 {{- range $name, $on := .Values.koordlet.featureGates -}}
 {{- $gates = append $gates (printf "%s=%t" $name (eq (toString $on) "true")) -}}
 {{- end -}}
 {{- join "," $gates -}}
+{{- end -}}
 {{- end -}}
 
 {{/* manager: its objects' name. */}}
@@ -128,7 +152,7 @@ app.kubernetes.io/component: manager
 {{- $koordlet := .Values.koordlet.image -}}
 {{- $repository := default $koordlet.repository $image.repository -}}
 {{- $tag := default (default .Chart.AppVersion ($koordlet.tag | toString)) ($image.tag | toString) -}}
-{{- printf "%s:%s" $repository $tag -}}
+{{- include "koordinator-py.registry" (list . (printf "%s:%s" $repository $tag)) -}}
 {{- end -}}
 
 {{/* manager: the webhook Service, whose DNS names the serving certificate carries. */}}
@@ -264,7 +288,7 @@ app.kubernetes.io/component: scheduler
 {{- $koordlet := .Values.koordlet.image -}}
 {{- $repository := default $koordlet.repository $image.repository -}}
 {{- $tag := default (default .Chart.AppVersion ($koordlet.tag | toString)) ($image.tag | toString) -}}
-{{- printf "%s:%s" $repository $tag -}}
+{{- include "koordinator-py.registry" (list . (printf "%s:%s" $repository $tag)) -}}
 {{- end -}}
 
 {{/* scheduler: the Secret with tls.crt and tls.key. */}}

@@ -1,0 +1,114 @@
+"""values.schema.json: unknown keys are refused, Koordinator's chart keys mapped or refused.
+
+The schema comes from values.yaml (scripts/chart_schema.py); Helm checks the values against it
+at install, and templates/koordinator-keys.yaml maps or refuses Koordinator's own keys.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import pytest
+
+from tests.unit.charts import helm
+
+spec = importlib.util.spec_from_file_location(
+    "chart_schema", helm.ROOT / "scripts" / "chart_schema.py"
+)
+assert spec is not None and spec.loader is not None
+chart_schema = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(chart_schema)
+
+# Koordinator v1.8.0's values for the keys this chart maps (written out here).
+KOORDINATOR_STYLE = {
+    "imageRepositoryHost": "registry.example.com",
+    "featureGates": "PodMutatingWebhook=true",
+    "koordlet": {
+        "features": "BECPUEvict=true,CPUBurst=false",
+        "log": {"level": "4"},
+        "runtimeClassName": "runc",
+    },
+    "manager": {"log": {"level": "2"}, "resyncPeriod": "0", "healthProbe": {"port": 8000}},
+    "scheduler": {"log": {"level": "5"}},
+}
+# Koordinator's keys this chart refuses, each with what to use instead.
+REFUSED = {
+    "crds": {"managed": True},
+    "installation": {"namespace": "koordinator-system"},
+    "descheduler": {"replicas": 2},
+    "koordlet": {"hostDirs": {"kubeletLibDir": "/var/lib/kubelet/"}},
+    "manager": {"metrics": {"addr": ""}},
+    "scheduler": {"deviceShare": {}},
+}
+
+
+@pytest.fixture(scope="module")
+def releases() -> dict[str, helm.Release]:
+    names = ["typo", "koordinator-style", "refused"]
+    results = helm.run(
+        helm.Render(helm.CHART, {"koordlet": {"hostNetwrok": False}}),
+        helm.Render(helm.CHART, KOORDINATOR_STYLE),
+        helm.Render(helm.CHART, REFUSED),
+    )
+    assert all(isinstance(r, helm.Release) for r in results)
+    return dict(zip(names, results, strict=True))  # type: ignore[arg-type]
+
+
+def test_the_schema_is_what_values_yaml_gives() -> None:
+    assert chart_schema.SCHEMA.read_text() == chart_schema.render()
+
+
+def test_every_object_of_the_schema_refuses_unknown_keys_but_free_form_ones() -> None:
+    def walk(node: dict[str, Any], path: str) -> None:
+        if "properties" in node:
+            assert node["additionalProperties"] is False, path
+            for key, child in node["properties"].items():
+                walk(child, f"{path}.{key}")
+
+    walk(chart_schema.build(), "")
+
+
+def test_a_misspelt_value_fails_the_install(releases: dict[str, helm.Release]) -> None:
+    error = releases["typo"].error
+    assert "hostNetwrok" in error and "not allowed" in error
+
+
+def test_koordinators_values_are_mapped(releases: dict[str, helm.Release]) -> None:
+    release = releases["koordinator-style"]
+    assert not release.error
+    koordlet = release.find("DaemonSet")["spec"]["template"]["spec"]
+    (container,) = koordlet["containers"]
+    assert container["image"] == "registry.example.com/koordinator-py/koordlet:0.1.0"
+    assert "--feature-gates=BECPUEvict=true,CPUBurst=false" in container["args"]
+    assert container["args"][-1] == "--log-level=debug"  # after the flags: it wins
+    assert koordlet["runtimeClassName"] == "runc"
+    deployments = {d["metadata"]["name"]: d for d in release.all("Deployment")}
+    manager = deployments["koordinator-koordinator-py-manager"]["spec"]["template"]["spec"]
+    (m,) = manager["containers"]
+    assert m["image"] == "registry.example.com/koordinator-py/koordlet:0.1.0"
+    for arg in (
+        "--log-level=info",
+        "--feature-gates=PodMutatingWebhook=true",
+        "--sync-period=0",
+        "--health-probe-addr=:8000",
+    ):
+        assert arg in m["args"]
+    scheduler = deployments["koordinator-koordinator-py-scheduler"]["spec"]["template"]["spec"]
+    assert "--log-level=debug" in scheduler["containers"][0]["args"]
+
+
+def test_koordinators_other_keys_are_refused_with_what_to_use(
+    releases: dict[str, helm.Release],
+) -> None:
+    error = releases["refused"].error
+    assert "Koordinator's chart keys" in error
+    for said in (
+        "crds: the CRDs are in the chart's crds/ folder",
+        "installation: the release namespace is helm's: helm install -n NAMESPACE",
+        "descheduler: this chart has no koord-descheduler",
+        "koordlet.hostDirs: the host paths are fixed here",
+        "manager.metrics.addr: koord-manager listens on every address",
+        "scheduler.deviceShare: no device sharing here",
+    ):
+        assert said in error
