@@ -1,0 +1,783 @@
+"""The chart's three CRD schemas (charts/koordinator-py/crds), checked with an independent
+JSON Schema validator (the ``jsonschema`` package, Draft 2020-12) rather than with this
+project's own readers: what koordlet and koord-manager write validates, Koordinator's documented
+forms validate, a misspelt or mistyped field is refused, and each schema is structural as
+apiextensions.k8s.io/v1 requires.
+
+Kubernetes is not JSON Schema, so ``json_schema`` adapts each openAPIV3Schema first:
+
+- ``x-kubernetes-*`` keys are annotations to JSON Schema; ``x-kubernetes-int-or-string`` means
+  "integer or string", so it becomes that ``anyOf``;
+- an object without ``x-kubernetes-preserve-unknown-fields`` gets ``additionalProperties:
+  false``: the API server drops unknown fields, and with strict field validation (kubectl's
+  default) refuses them, so an unknown field here is a typo whose value would be lost.
+  ``metadata`` stays open: the API server checks ObjectMeta itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import textwrap
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+from koordapi import nodeslo as koordapi_nodeslo
+from koordlet.metriccache import MetricCache
+from koordlet.metriccache.store import Sample
+from koordlet.nodemetric import build_status
+from manager.colocation import ColocationStrategy, parse_colocation_config, strategy_for_node
+from manager.controllers.nodeslo import collect_policy
+from manager.nodeslo import node_slo_object
+from manager.sloconfig import render_node_slo
+from tests.unit.charts import helm
+from tests.unit.koordlet.qosmanager.fakes import known_pod
+from tests.unit.manager.test_noderesource import make_metric, pod_metric
+from tests.unit.manager.test_sloconfig import HOST_APPS, chart_slo_data, configmap
+from tests.unit.manager.test_sloconfig import node as make_node
+from tests.unit.manager.webhooks.builders import profile
+from tests.unit.manager.webhooks.test_pod_mutating import (
+    BATCH_PROFILE,
+    KOORD_SCHEDULER_PROFILE,
+    MID_PROFILE,
+)
+
+CRDS = Path(__file__).parents[3] / "charts" / "koordinator-py" / "crds"
+NODE_SLO = "slo.koordinator.sh_nodeslos.yaml"
+NODE_METRIC = "slo.koordinator.sh_nodemetrics.yaml"
+PROFILE = "config.koordinator.sh_clustercolocationprofiles.yaml"
+SLO_API = "slo.koordinator.sh/v1alpha1"
+
+SchemaPath = tuple[str, ...]
+
+
+def open_api_schema(file: str) -> dict[str, Any]:
+    crd = yaml.safe_load((CRDS / file).read_text())
+    (version,) = crd["spec"]["versions"]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def json_schema(node: Mapping[str, Any], path: SchemaPath = ()) -> dict[str, Any]:
+    """``node`` (an OpenAPI v3 schema as Kubernetes reads it) as JSON Schema; see the module
+    docstring. ``path`` is where ``node`` is, "*" for a map's values and "[]" for items."""
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key.startswith("x-kubernetes-"):
+            continue
+        if key == "properties":
+            out[key] = {name: json_schema(sub, (*path, name)) for name, sub in value.items()}
+        elif key == "additionalProperties" and isinstance(value, Mapping):
+            out[key] = json_schema(value, (*path, "*"))
+        elif key == "items":
+            out[key] = json_schema(value, (*path, "[]"))
+        else:
+            out[key] = copy.deepcopy(value)
+    if node.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    open_object = node.get("x-kubernetes-preserve-unknown-fields") or path == ("metadata",)
+    if node.get("type") == "object" and "additionalProperties" not in node and not open_object:
+        out["additionalProperties"] = False
+    return out
+
+
+def validator(file: str) -> Any:
+    schema = json_schema(open_api_schema(file))
+    jsonschema.Draft202012Validator.check_schema(schema)  # the adapter wrote valid JSON Schema
+    return jsonschema.Draft202012Validator(schema)
+
+
+def errors(file: str, obj: Mapping[str, Any]) -> list[str]:
+    """Every place ``obj`` breaks the schema, as "path: message" (empty: it validates)."""
+    found = validator(file).iter_errors(obj)
+    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in found]
+
+
+def slo_object(kind: str, name: str, **parts: Any) -> dict[str, Any]:
+    return {"apiVersion": SLO_API, "kind": kind, "metadata": {"name": name}, **parts}
+
+
+def from_yaml(text: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(textwrap.dedent(text))
+    return loaded
+
+
+# -- what this project writes ------------------------------------------------------------------
+
+NOW = 1_800_000_000.0
+
+
+def koordlet_report() -> dict[str, Any]:
+    """A NodeMetric status as koordlet's reporter builds it: node, system and pod usage, and
+    aggregates for every window (one sample a second over the last ten minutes)."""
+    cache = MetricCache(None)
+    pods = [known_pod("web", qos="LS", uid="uid-web"), known_pod("job", qos="BE", uid="uid-job")]
+    samples = []
+    for i in range(600):
+        ts = NOW - 600 + i
+        samples += [
+            Sample("node_cpu_usage", {}, ts, 2.0 + (i % 10) / 10),
+            Sample("node_memory_usage", {}, ts, 8 * 2**30),
+            Sample("sys_cpu_usage", {}, ts, 0.4),
+            Sample("sys_memory_usage", {}, ts, 2**30),
+        ]
+        for known in pods:
+            labels = {"pod_uid": known.request.uid}
+            samples += [
+                Sample("pod_cpu_usage", labels, ts, 0.5),
+                Sample("pod_memory_usage", labels, ts, 2**29),
+            ]
+    cache.append(samples)
+    status = build_status(cache, pods, NOW, durations=(300, 600))
+    # Guard against a vacuous check: every part the schema describes is really there.
+    assert len(status["podsMetric"]) == 2
+    assert len(status["nodeMetric"]["aggregatedSystemUsages"]) == 2
+    return status
+
+
+def manager_collect_policy() -> dict[str, Any]:
+    """NodeMetric spec.metricCollectPolicy as the manager writes it from the chart's
+    colocation-config."""
+    data = chart_slo_data()
+    config = parse_colocation_config(data["colocation-config"])
+    return collect_policy(strategy_for_node(config, make_node()))
+
+
+def rendered_slo(data: Mapping[str, str]) -> dict[str, Any]:
+    n = make_node({"kubernetes.io/hostname": "node-1"})
+    rendered = render_node_slo(data, n)
+    assert rendered.warnings == []
+    return node_slo_object(n, rendered)
+
+
+PROJECT_OBJECTS = [
+    pytest.param(
+        NODE_METRIC,
+        lambda: slo_object("NodeMetric", "n1", status=koordlet_report()),
+        id="nodemetric-koordlet-status",
+    ),
+    pytest.param(
+        NODE_METRIC,
+        lambda: slo_object("NodeMetric", "n1", spec={}),  # koordlet creates one if none exists
+        id="nodemetric-koordlet-created",
+    ),
+    pytest.param(
+        NODE_METRIC,
+        lambda: slo_object(
+            "NodeMetric", "n1", spec={"metricCollectPolicy": manager_collect_policy()}
+        ),
+        id="nodemetric-manager-spec",
+    ),
+    pytest.param(
+        NODE_METRIC,
+        lambda: slo_object(
+            "NodeMetric",
+            "n1",
+            spec={"metricCollectPolicy": collect_policy(ColocationStrategy())},
+        ),
+        id="nodemetric-manager-spec-defaults",
+    ),
+    pytest.param(
+        NODE_METRIC,
+        lambda: {
+            "apiVersion": SLO_API,
+            "kind": "NodeMetric",
+            **make_metric(
+                pods=[pod_metric("be-0", "2", "8Gi", priority="koord-batch")],
+                hostApplicationMetric=[
+                    {"name": "agent", "priority": "koord-prod", "qos": "LS", "usage": {}}
+                ],
+            ),
+        },
+        id="nodemetric-manager-test-fixture",
+    ),
+    pytest.param(NODE_SLO, lambda: rendered_slo(chart_slo_data()), id="nodeslo-chart-config"),
+    pytest.param(NODE_SLO, lambda: rendered_slo({}), id="nodeslo-no-config"),
+    pytest.param(
+        NODE_SLO,
+        lambda: rendered_slo(configmap(host_application_config=HOST_APPS)),
+        id="nodeslo-host-applications",
+    ),
+    pytest.param(
+        NODE_SLO,
+        # koordlet's built-in defaults written out as a spec: nearly every field it reads.
+        lambda: slo_object("NodeSLO", "n1", spec=koordapi_nodeslo.default_spec(), status={}),
+        id="nodeslo-koordlet-defaults",
+    ),
+    pytest.param(PROFILE, lambda: BATCH_PROFILE, id="profile-batch"),
+    pytest.param(PROFILE, lambda: MID_PROFILE, id="profile-mid"),
+    pytest.param(PROFILE, lambda: KOORD_SCHEDULER_PROFILE, id="profile-koord-scheduler"),
+    pytest.param(
+        PROFILE,
+        lambda: profile(
+            "colocation",
+            labels={"team": "data"},
+            annotations={"note": "batch"},
+            schedulerName="koord-scheduler",
+            qosClass="BE",
+            priorityClassName="koord-batch",
+            koordinatorPriority=1111,
+        ),
+        id="profile-every-injection",
+    ),
+    pytest.param(
+        PROFILE,
+        # What Koordinator's Go client writes for an unset class (no omitempty).
+        lambda: profile("unset", qosClass="", priorityClassName="", probability=0),
+        id="profile-empty-class",
+    ),
+]
+
+
+@pytest.mark.parametrize(("file", "build"), PROJECT_OBJECTS)
+def test_what_this_project_writes_validates(file: str, build: Callable[[], Any]) -> None:
+    assert errors(file, build()) == []
+
+
+# -- Koordinator's documented forms ------------------------------------------------------------
+
+# Written for these tests in the form Koordinator's documentation uses (the SLO and QoS pages,
+# its ClusterColocationProfile example), touching every section a user is likely to set.
+DOCUMENTED_NODE_SLO = """
+    apiVersion: slo.koordinator.sh/v1alpha1
+    kind: NodeSLO
+    metadata:
+      name: node-1
+    spec:
+      resourceUsedThresholdWithBE:
+        enable: true
+        cpuSuppressThresholdPercent: 65
+        cpuSuppressMinPercent: 20
+        cpuSuppressPolicy: cfsQuota
+        memoryEvictThresholdPercent: 70
+        memoryEvictLowerPercent: 65
+        cpuEvictBESatisfactionUpperPercent: 80
+        cpuEvictBESatisfactionLowerPercent: 60
+        cpuEvictBEUsageThresholdPercent: 90
+        cpuEvictTimeWindowSeconds: 300
+        cpuEvictPolicy: evictByRealLimit
+        allocatableEvictPriorityThreshold: 5999
+      resourceQOSStrategy:
+        policies:
+          cpuPolicy: coreSched
+          netQOSPolicy: tc
+        lsrClass:
+          cpuQOS: {enable: true, groupIdentity: 2, schedIdle: 0, coreExpeller: true}
+          memoryQOS:
+            enable: true
+            minLimitPercent: 100
+            lowLimitPercent: 0
+            throttlingPercent: 80
+            wmarkRatio: 95
+            wmarkScalePermill: 20
+            wmarkMinAdj: -25
+            priorityEnable: 1
+            priority: 12
+            oomKillGroup: 0
+          resctrlQOS: {enable: true, catRangeStartPercent: 0, catRangeEndPercent: 100}
+        lsClass:
+          cpuQOS: {enable: true, groupIdentity: 2}
+          memoryQOS: {enable: true, wmarkRatio: 95, wmarkScalePermill: 20, wmarkMinAdj: -25}
+          resctrlQOS: {enable: true, catRangeEndPercent: 100, mbaPercent: 100}
+          networkQOS:
+            {enable: true, ingressRequest: 50M, ingressLimit: 100, egressRequest: 0, egressLimit: 8}
+        beClass:
+          cpuQOS: {enable: true, groupIdentity: -1, schedIdle: 1}
+          memoryQOS: {enable: true, wmarkRatio: 95, wmarkScalePermill: 20, wmarkMinAdj: 50}
+          resctrlQOS: {enable: true, catRangeStartPercent: 0, catRangeEndPercent: 30}
+          blkioQOS:
+            enable: true
+            blocks:
+              - name: /dev/vda
+                type: device
+                ioCfg: {readIOPS: 1024, writeBPS: 10485760, ioWeightPercent: 60}
+        cgroupRoot:
+          blkioQOS:
+            blocks:
+              - name: /dev/vda
+                type: device
+                ioCfg: {enableUserModel: true, modelReadBPS: 3324911720, readLatencyPercent: 95}
+      cpuBurstStrategy:
+        policy: auto
+        cpuBurstPercent: 1000
+        cfsQuotaBurstPercent: 300
+        cfsQuotaBurstPeriodSeconds: -1
+        sharePoolThresholdPercent: 50
+      systemStrategy:
+        minFreeKbytesFactor: 100
+        watermarkScaleFactor: 150
+        memcgReapBackGround: 0
+        schedGroupIdentityEnabled: 1
+        schedFeatures: {ID_ABSOLUTE_EXPEL: true}
+        totalNetworkBandwidth: 10G
+      extensions:
+        anyPlugin: {free: [form, 1, true]}
+      hostApplications:
+        - name: nginx
+          priority: koord-prod
+          qos: LS
+          cgroupPath: {base: CgroupRoot, parentDir: host-latency-sensitive/, relativePath: nginx/}
+"""
+
+DOCUMENTED_PROFILE = """
+    apiVersion: config.koordinator.sh/v1alpha1
+    kind: ClusterColocationProfile
+    metadata:
+      name: colocation-profile-example
+    spec:
+      namespaceSelector:
+        matchLabels:
+          koordinator.sh/enable-colocation: "true"
+      selector:
+        matchLabels:
+          koordinator.sh/enable-colocation: "true"
+        matchExpressions:
+          - {key: app, operator: In, values: [spark, flink]}
+      qosClass: BE
+      priorityClassName: koord-batch
+      koordinatorPriority: 1000
+      schedulerName: koord-scheduler
+      probability: "50%"
+      labels:
+        koordinator.sh/mutated: "true"
+      annotations:
+        koordinator.sh/intercepted: "true"
+      patch:
+        spec:
+          terminationGracePeriodSeconds: 30
+          tolerations: [{key: dedicated, operator: Equal, value: batch, effect: NoSchedule}]
+"""
+
+DOCUMENTED_NODE_METRIC = """
+    apiVersion: slo.koordinator.sh/v1alpha1
+    kind: NodeMetric
+    metadata:
+      name: node-1
+    spec:
+      metricCollectPolicy:
+        aggregateDurationSeconds: 300
+        reportIntervalSeconds: 60
+        nodeAggregatePolicy: {durations: [5m0s, 10m0s, 30m0s]}
+        nodeMemoryCollectPolicy: usageWithoutPageCache
+    status:
+      updateTime: "2026-01-01T00:00:00Z"
+      nodeMetric:
+        nodeUsage:
+          resources: {cpu: 7800m, memory: 60Gi, nvidia.com/gpu: 1}
+          devices:
+            - type: gpu
+              id: GPU-0d2c7b1e
+              minor: 0
+              health: true
+              resources: {koordinator.sh/gpu-core: 40, koordinator.sh/gpu-memory: 12Gi}
+              topology: {socketID: 0, nodeID: 0, pcieID: pci0000:3a, busID: "0000:3b:00.0"}
+              vfGroups: [{labels: {type: general}, vfs: [{minor: 1, busID: "0000:3b:00.1"}]}]
+              conditions:
+                - type: Healthy
+                  status: "True"
+                  lastTransitionTime: "2026-01-01T00:00:00Z"
+                  reason: DeviceReady
+                  message: ""
+        systemUsage: {resources: {cpu: 500m, memory: 3Gi}}
+        aggregatedNodeUsages:
+          - duration: 5m0s
+            usage:
+              avg: {resources: {cpu: 7, memory: 59Gi}}
+              p99: {resources: {cpu: 9500m, memory: 61Gi}}
+        numaUsages:
+          - numaNodeID: 0
+            nodeUsage: {resources: {cpu: "4", memory: 30Gi}}
+      podsMetric:
+        - namespace: default
+          name: web
+          priority: koord-prod
+          qos: LS
+          podUsage: {resources: {cpu: 1500m, memory: 2Gi}}
+          extensions: {vendor: {anything: [1, 2]}}
+      hostApplicationMetric:
+        - {name: nginx, priority: koord-prod, qos: LS, usage: {resources: {cpu: 200m}}}
+      prodReclaimableMetric: {resource: {resources: {cpu: "10", memory: 20Gi}}}
+      prodPeakMetric: {resource: {resources: {cpu: "30", memory: 100Gi}}}
+"""
+
+DOCUMENTED = {
+    NODE_SLO: DOCUMENTED_NODE_SLO,
+    NODE_METRIC: DOCUMENTED_NODE_METRIC,
+    PROFILE: DOCUMENTED_PROFILE,
+}
+
+
+@pytest.mark.parametrize("file", [NODE_SLO, NODE_METRIC, PROFILE])
+def test_koordinators_documented_form_validates(file: str) -> None:
+    assert errors(file, from_yaml(DOCUMENTED[file])) == []
+
+
+# -- what is refused ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One mistake in the file's documented example: the field at ``path`` (keys and list
+    indexes) renamed to ``rename_to``, or removed (``value`` REMOVE), or set to ``value``. The
+    validator must report exactly one error, from JSON Schema keyword ``keyword``, at the object
+    holding the field (rename, removal) or at the field itself (a wrong value)."""
+
+    file: str
+    path: tuple[str | int, ...]
+    keyword: str
+    value: Any = None
+    rename_to: str | None = None
+
+
+REMOVE = object()
+RUT = ("spec", "resourceUsedThresholdWithBE")
+QOS = ("spec", "resourceQOSStrategy")
+BE = (*QOS, "beClass")
+SYSTEM = ("spec", "systemStrategy")
+POLICY = ("spec", "metricCollectPolicy")
+DEVICE = ("status", "nodeMetric", "nodeUsage", "devices", 0)
+
+
+def typo(file: str, path: tuple[str | int, ...], wrong: str) -> Mistake:
+    return Mistake(file, path, "additionalProperties", rename_to=wrong)
+
+
+MISTAKES = [
+    pytest.param(typo(NODE_SLO, RUT, "resourceUsedThresholdWithBe"), id="slo-section-case"),
+    pytest.param(
+        typo(NODE_SLO, (*RUT, "cpuSuppressThresholdPercent"), "cpuSuppressThresholdPercnt"),
+        id="slo-threshold-typo",
+    ),
+    pytest.param(typo(NODE_SLO, (*BE, "cpuQOS"), "cpuQoS"), id="slo-cpuqos-case"),
+    pytest.param(
+        typo(NODE_SLO, (*BE, "memoryQOS", "wmarkRatio"), "wmarkRatioPercent"),
+        id="slo-memoryqos-typo",
+    ),
+    pytest.param(
+        typo(NODE_SLO, ("spec", "hostApplications", 0, "cgroupPath"), "cgroup"),
+        id="slo-host-application-typo",
+    ),
+    pytest.param(
+        Mistake(NODE_SLO, (*RUT, "cpuSuppressThresholdPercent"), "type", "65"),
+        id="slo-string-for-integer",
+    ),
+    pytest.param(
+        Mistake(NODE_SLO, (*RUT, "memoryEvictThresholdPercent"), "maximum", 101),
+        id="slo-percent-above-100",
+    ),
+    pytest.param(
+        Mistake(NODE_SLO, (*BE, "memoryQOS", "wmarkMinAdj"), "minimum", -26),
+        id="slo-wmark-min-adj-below-range",
+    ),
+    pytest.param(
+        Mistake(NODE_SLO, (*BE, "resctrlQOS", "enable"), "type", "true"),
+        id="slo-string-for-boolean",
+    ),
+    pytest.param(
+        Mistake(NODE_SLO, ("spec", "cpuBurstStrategy", "cpuBurstPercent"), "maximum", 10001),
+        id="slo-burst-above-range",
+    ),
+    pytest.param(
+        Mistake(NODE_SLO, (*SYSTEM, "totalNetworkBandwidth"), "pattern", "10 Gbps"),
+        id="slo-bad-quantity",
+    ),
+    pytest.param(
+        Mistake(NODE_SLO, (*SYSTEM, "schedFeatures", "ID_ABSOLUTE_EXPEL"), "type", "on"),
+        id="slo-sched-feature-not-boolean",
+    ),
+    pytest.param(
+        Mistake(NODE_SLO, (*QOS, "lsClass", "networkQOS", "ingressLimit"), "anyOf", 1.5),
+        id="slo-bandwidth-neither-integer-nor-string",
+    ),
+    pytest.param(
+        Mistake(NODE_SLO, ("status",), "additionalProperties", {"ready": True}),
+        id="slo-status-has-no-fields",
+    ),
+    pytest.param(
+        typo(NODE_METRIC, ("status", "nodeMetric", "nodeUsage"), "nodeusage"),
+        id="metric-node-usage-case",
+    ),
+    pytest.param(
+        typo(NODE_METRIC, ("status", "podsMetric", 0, "podUsage"), "usage"),
+        id="metric-pod-usage-typo",
+    ),
+    pytest.param(
+        Mistake(NODE_METRIC, (*POLICY, "nodeMemoryCollectPolicy"), "enum", "usageWithCache"),
+        id="metric-memory-policy-not-in-enum",
+    ),
+    pytest.param(
+        Mistake(NODE_METRIC, (*POLICY, "reportIntervalSeconds"), "type", "60"),
+        id="metric-string-for-integer",
+    ),
+    pytest.param(
+        Mistake(
+            NODE_METRIC,
+            ("status", "nodeMetric", "systemUsage", "resources", "cpu"),
+            "pattern",
+            "2 cores",
+        ),
+        id="metric-bad-quantity",
+    ),
+    pytest.param(
+        Mistake(NODE_METRIC, (*DEVICE, "topology", "pcieID"), "required", REMOVE),
+        id="metric-device-topology-without-pcie",
+    ),
+    pytest.param(
+        Mistake(NODE_METRIC, (*DEVICE, "conditions", 0, "status"), "enum", "Yes"),
+        id="metric-condition-status-not-in-enum",
+    ),
+    pytest.param(
+        Mistake(
+            NODE_METRIC, ("status", "nodeMetric", "numaUsages", 0, "numaNodeID"), "required", REMOVE
+        ),
+        id="metric-numa-usage-without-id",
+    ),
+    pytest.param(
+        Mistake(PROFILE, ("spec", "qosClass"), "enum", "Guaranteed"),
+        id="profile-qos-class-not-in-enum",
+    ),
+    pytest.param(
+        Mistake(PROFILE, ("spec", "koordinatorPriority"), "type", "1000"),
+        id="profile-string-for-integer",
+    ),
+    pytest.param(
+        Mistake(PROFILE, ("spec", "probability"), "anyOf", 0.5),
+        id="profile-probability-neither-integer-nor-string",
+    ),
+    pytest.param(typo(PROFILE, ("spec", "schedulerName"), "schedulername"), id="profile-case"),
+    pytest.param(
+        typo(PROFILE, ("spec", "selector", "matchLabels"), "matchLabel"),
+        id="profile-selector-typo",
+    ),
+    pytest.param(
+        Mistake(
+            PROFILE, ("spec", "selector", "matchExpressions", 0, "operator"), "required", REMOVE
+        ),
+        id="profile-expression-without-operator",
+    ),
+    pytest.param(
+        Mistake(PROFILE, ("spec", "labels", "koordinator.sh/mutated"), "type", 1),
+        id="profile-label-value-not-string",
+    ),
+]
+
+
+def mistaken(mistake: Mistake) -> tuple[dict[str, Any], tuple[str | int, ...]]:
+    """The documented example with ``mistake`` made, and where its error must be."""
+    obj = from_yaml(DOCUMENTED[mistake.file])
+    *parents, last = mistake.path
+    holder: Any = obj
+    for key in parents:
+        holder = holder[key]
+    if mistake.rename_to is not None:
+        holder[mistake.rename_to] = holder.pop(last)  # the value kept, under the wrong name
+        return obj, tuple(parents)
+    if mistake.value is REMOVE:
+        del holder[last]
+        return obj, tuple(parents)
+    holder[last] = mistake.value
+    return obj, mistake.path
+
+
+@pytest.mark.parametrize("mistake", MISTAKES)
+def test_a_mistake_is_refused_where_it_is(mistake: Mistake) -> None:
+    obj, at = mistaken(mistake)
+    found = list(validator(mistake.file).iter_errors(obj))
+    assert [(tuple(e.absolute_path), e.validator) for e in found] == [(at, mistake.keyword)]
+
+
+# -- the schemas themselves --------------------------------------------------------------------
+
+# Koordinator leaves these objects without fields (empty Go structs, or ObjectMeta, which the
+# API server checks itself); any other object must say what it holds.
+EMPTY_OBJECTS: dict[str, set[SchemaPath]] = {
+    NODE_SLO: {("metadata",), ("status",), ("spec", "hostApplications", "[]", "strategy")},
+    NODE_METRIC: {("metadata",)},
+    PROFILE: {("metadata",), ("status",)},
+}
+# The schemaless parts, exactly where Koordinator has them (+kubebuilder:validation:Schemaless).
+PRESERVE_UNKNOWN: dict[str, set[SchemaPath]] = {
+    NODE_SLO: {("spec", "extensions")},
+    NODE_METRIC: {("status", "podsMetric", "[]", "extensions")},
+    PROFILE: {("spec", "patch")},
+}
+DEEPEST: dict[str, SchemaPath] = {
+    NODE_SLO: (*QOS, "cgroupRoot", "blkioQOS", "blocks", "[]", "ioCfg", "modelWriteRandIOPS"),
+    NODE_METRIC: (
+        *("status", "podsMetric", "[]", "podUsage", "devices", "[]"),
+        *("vfGroups", "[]", "vfs", "[]", "minor"),
+    ),
+    PROFILE: ("spec", "namespaceSelector", "matchExpressions", "[]", "values", "[]"),
+}
+KEYWORDS = {
+    "type",
+    "format",
+    "description",
+    "properties",
+    "additionalProperties",
+    "items",
+    "required",
+    "enum",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "default",
+    "anyOf",
+    "x-kubernetes-int-or-string",
+    "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-list-type",
+    "x-kubernetes-map-type",
+}
+INT_OR_STRING = [{"type": "integer"}, {"type": "string"}]
+
+
+def walk(
+    node: Mapping[str, Any], path: SchemaPath = ()
+) -> Iterator[tuple[SchemaPath, Mapping[str, Any]]]:
+    yield path, node
+    for name, sub in (node.get("properties") or {}).items():
+        yield from walk(sub, (*path, name))
+    if isinstance(node.get("additionalProperties"), Mapping):
+        yield from walk(node["additionalProperties"], (*path, "*"))
+    if "items" in node:
+        yield from walk(node["items"], (*path, "[]"))
+
+
+def structural_problems(
+    schema: Mapping[str, Any], empty: set[SchemaPath], schemaless: set[SchemaPath]
+) -> list[str]:
+    """What breaks apiextensions.k8s.io/v1's structural rules, or this chart's stricter ones,
+    anywhere in ``schema``, as "path: problem". ``empty``: the objects allowed no fields;
+    ``schemaless``: exactly where unknown fields must be kept."""
+    problems: list[str] = []
+    preserved: set[SchemaPath] = set()
+    for path, node in walk(schema):
+        where = ".".join(path) or "(root)"
+        found: list[str] = []
+        if unknown := set(node) - KEYWORDS:
+            found.append(f"unknown keywords {sorted(unknown)}")  # e.g. a misspelt "maximum"
+        if node.get("x-kubernetes-int-or-string"):
+            if "type" in node or node.get("anyOf") != INT_OR_STRING:
+                found.append("int-or-string must be exactly anyOf [integer, string], no type")
+        else:
+            if node.get("x-kubernetes-preserve-unknown-fields"):
+                preserved.add(path)
+            kept = bool(node.get("x-kubernetes-preserve-unknown-fields"))
+            found += node_problems(node, allowed_empty=kept or path in empty)
+        problems += [f"{where}: {text}" for text in found]
+    if preserved != schemaless:
+        problems.append(f"unknown fields kept at {sorted(preserved)}, not {sorted(schemaless)}")
+    return problems
+
+
+def node_problems(node: Mapping[str, Any], *, allowed_empty: bool) -> list[str]:
+    """The problems of one schema node that is not int-or-string."""
+    found = []
+    kind = node.get("type")
+    keys = set(node)
+    if "anyOf" in node:
+        found.append("anyOf is only for int-or-string")
+    if kind not in ("object", "array", "string", "integer", "boolean", "number"):
+        found.append(f"no valid type: {kind!r}")
+    if kind == "object":
+        if {"properties", "additionalProperties"} <= keys:
+            found.append("both properties and additionalProperties")
+        if not {"properties", "additionalProperties"} & keys and not allowed_empty:
+            found.append("an object without properties")
+        undeclared = set(node.get("required", ())) - set(node.get("properties", {}))
+        if undeclared:
+            found.append(f"requires {sorted(undeclared)}, which it does not declare")
+    elif {"properties", "additionalProperties", "required"} & keys:
+        found.append(f"object keywords on a {kind}")
+    if (kind == "array") != ("items" in node):
+        found.append("items belongs to arrays, and every array needs it")
+    if {"minimum", "maximum"} & keys and kind != "integer":
+        found.append("bounds on a non-integer")
+    if node.get("minimum", 0) > node.get("maximum", float("inf")):
+        found.append("minimum above maximum")
+    if {"pattern", "minLength", "maxLength"} & keys and kind != "string":
+        found.append("string keywords on a non-string")
+    if "enum" in node and (kind != "string" or not all(isinstance(v, str) for v in node["enum"])):
+        found.append("an enum of something other than strings")
+    if "default" in node and errors_of(node, node["default"]):
+        found.append(f"default {node['default']!r} does not validate")
+    return found
+
+
+def errors_of(node: Mapping[str, Any], value: Any) -> list[str]:
+    schema = json_schema(node)
+    return [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(value)]
+
+
+@pytest.mark.parametrize("file", [NODE_SLO, NODE_METRIC, PROFILE])
+def test_every_level_of_the_schema_is_structural(file: str) -> None:
+    schema = open_api_schema(file)
+    assert structural_problems(schema, EMPTY_OBJECTS[file], PRESERVE_UNKNOWN[file]) == []
+    # The walk reached the deepest part, through the YAML aliases: not a vacuous pass.
+    assert DEEPEST[file] in {path for path, _ in walk(schema)}
+
+
+def test_the_structural_check_finds_what_it_looks_for() -> None:
+    """The checker is not vacuous: a schema with each kind of problem is reported, once each."""
+    broken: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "loose": {"type": "object"},
+            "typo": {"type": "integer", "maximun": 100},
+            "mixed": {"anyOf": INT_OR_STRING},
+            "list": {"type": "array"},
+            "bounds": {"type": "string", "minimum": 1},
+            "kept": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "badDefault": {"type": "boolean", "default": "no"},
+        },
+    }
+    assert structural_problems(broken, set(), set()) == [
+        "loose: an object without properties",
+        "typo: unknown keywords ['maximun']",
+        "mixed: anyOf is only for int-or-string",
+        "mixed: no valid type: None",
+        "list: items belongs to arrays, and every array needs it",
+        "bounds: bounds on a non-integer",
+        "badDefault: default 'no' does not validate",
+        "unknown fields kept at [('kept',)], not []",
+    ]
+    assert structural_problems(broken["properties"]["kept"], set(), {()}) == []
+
+
+def crd_paths(node: Mapping[str, Any], path: SchemaPath = ()) -> set[SchemaPath]:
+    return {p for p, _ in walk(node, path)}
+
+
+def koordapi_leaves(rules: Mapping[str, Any], path: SchemaPath = ()) -> Iterator[SchemaPath]:
+    for key, rule in rules.items():
+        if isinstance(rule, Mapping):
+            yield from koordapi_leaves(rule, (*path, key))
+        else:
+            yield (*path, key)
+
+
+def test_the_nodeslo_schema_keeps_every_field_koordlet_reads() -> None:
+    """An API server prunes what the schema does not declare: every field koordlet's NodeSLO
+    reader knows (koordapi.nodeslo.SCHEMA) must be declared, or its setting would vanish."""
+    spec = open_api_schema(NODE_SLO)["properties"]["spec"]
+    declared = crd_paths(spec)
+    leaves = list(koordapi_leaves(koordapi_nodeslo.SCHEMA))
+    assert len(leaves) > 50
+    assert [leaf for leaf in leaves if leaf not in declared] == []
+
+
+def test_helm_installs_the_schemas_as_read_here(default: helm.Release) -> None:
+    """The files use YAML anchors; Helm's Go YAML must resolve them to the same schemas this
+    module validates against, or these tests would check something the cluster never gets."""
+    installed = {crd["metadata"]["name"]: crd for crd in default.crds}
+    for file in (NODE_SLO, NODE_METRIC, PROFILE):
+        crd = yaml.safe_load((CRDS / file).read_text())
+        assert installed[crd["metadata"]["name"]] == crd
