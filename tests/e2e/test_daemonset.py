@@ -123,8 +123,7 @@ def koordlet_pod(node: Node, port: int, pod_dir: Path) -> KubeletPod:
 
 
 def container_log(node: Node, pod_uid: str, spec: ContainerSpec) -> Path:
-    name = f"{spec.name}.log" if spec.attempt == 0 else f"{spec.name}_{spec.attempt}.log"
-    return node.log_dir / pod_uid / name
+    return node.log_dir / pod_uid / spec.log_name
 
 
 def test_chart_daemonset_runs_koordlet_from_the_image_and_it_applies_qos(

@@ -101,6 +101,12 @@ class ContainerSpec:
     drop_capabilities: list[str] = field(default_factory=list)
     # the kubelet's restart count: 0 for the first container of this name in the pod
     attempt: int = 0
+
+    @property
+    def log_name(self) -> str:
+        """Its log file in the pod's log folder (one per attempt, as the kubelet keeps them)."""
+        return f"{self.name}.log" if self.attempt == 0 else f"{self.name}_{self.attempt}.log"
+
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     cpu_shares: int | None = None
@@ -235,7 +241,7 @@ class CriClient:
             ],
             labels=spec.labels,
             annotations=spec.annotations,
-            log_path=f"{spec.name}.log" if spec.attempt == 0 else f"{spec.name}_{spec.attempt}.log",
+            log_path=spec.log_name,
             linux=pb.LinuxContainerConfig(
                 resources=linux_resources(pb, spec),
                 security_context=self.container_security(pod, spec),
