@@ -402,18 +402,17 @@ class KubeApi:
         body: Any = None,
         write: bool = False,
         content_type: str = "application/json",
-        verb: str | None = None,
-        resource: str = "unknown",
+        verb: str,
+        resource: str,
     ) -> Object:
-        """One request; ``verb`` and ``resource`` name it to ``observe`` (every public method
-        passes them; without, the verb follows the HTTP method)."""
+        """One request; ``verb`` and ``resource`` name it to ``observe``."""
         params = dict(params or {})
         if write:
             params.setdefault("fieldManager", self.field_manager)
         content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         headers = {"Content-Type": content_type} if content is not None else None
         response = await self._timed(
-            verb or _VERBS.get(method, method.lower()),
+            verb,
             resource,
             lambda: self._http.request(
                 method, path, params=params, content=content, headers=headers
@@ -466,9 +465,6 @@ def _path(
         if action:
             parts.append(action)
     return "/".join(parts)
-
-
-_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
 def _resource(

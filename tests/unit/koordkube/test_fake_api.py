@@ -459,8 +459,13 @@ def test_malformed_writes_get_the_real_status_codes() -> None:
                 kube.create(Node, {"apiVersion": "v2", "kind": "Node", "metadata": {"name": "x"}}),
                 400,
             ),
-            (kube._call("POST", "api/v1/nodes/n1", body={}), 405),
-            (kube._call("PUT", "api/v1/nodes/n1/scale", body={}), 404),
+            (kube._call("POST", "api/v1/nodes/n1", body={}, verb="create", resource="nodes"), 405),
+            (
+                kube._call(
+                    "PUT", "api/v1/nodes/n1/scale", body={}, verb="update", resource="nodes/scale"
+                ),
+                404,
+            ),
         ]
         for call, code in cases:
             with pytest.raises(ApiError) as exc:
@@ -468,7 +473,9 @@ def test_malformed_writes_get_the_real_status_codes() -> None:
             assert exc.value.status.code == code, exc.value.status.message
         await kube.create(Node, node("n1"))
         with pytest.raises(ApiError) as exc:
-            await kube._call("PUT", "api/v1/nodes/n1", body=node("n2"))
+            await kube._call(
+                "PUT", "api/v1/nodes/n1", body=node("n2"), verb="update", resource="nodes"
+            )
         assert exc.value.status.message == (
             "the name of the object (n2) does not match the name on the URL (n1)"
         )
