@@ -99,16 +99,19 @@ class Executor(CgroupReader):
         self._refused: set[str] = set()  # cgroup paths refused for leaving the root, logged once
         self._pruned = clock()
 
+    def _fresh(self, cgroup: str, resource: str) -> tuple[object, float] | None:
+        """(value, when) written or seen within the force-update window; None otherwise."""
+        if self.force_update_seconds <= 0:
+            return None
+        hit = self._known.get((cgroup, resource))
+        if hit is None or self.clock() - hit[1] >= self.force_update_seconds:
+            return None
+        return hit
+
     def _trusted(self, write: CgroupWrite, wanted: object) -> bool:
         """The value was written or seen within the force-update window."""
-        if self.force_update_seconds <= 0:
-            return False
-        hit = self._known.get((write.cgroup, write.resource))
-        return (
-            hit is not None
-            and hit[0] == wanted
-            and self.clock() - hit[1] < self.force_update_seconds
-        )
+        hit = self._fresh(write.cgroup, write.resource)
+        return hit is not None and hit[0] == wanted
 
     def _remember(self, cgroup: str, resource: str, value: object) -> None:
         if self.force_update_seconds <= 0:
@@ -124,10 +127,9 @@ class Executor(CgroupReader):
     def read_trusted(self, cgroup: str, resource: str) -> object | None:
         """``read``, but a value written or seen within the force-update window is given
         without reading the file again (and one read now is trusted for the window)."""
-        if self.force_update_seconds > 0:
-            hit = self._known.get((cgroup, resource))
-            if hit is not None and self.clock() - hit[1] < self.force_update_seconds:
-                return hit[0]
+        hit = self._fresh(cgroup, resource)
+        if hit is not None:
+            return hit[0]
         value = self.read(cgroup, resource)
         if value is not None:
             self._remember(cgroup, resource, value)
