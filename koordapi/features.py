@@ -131,40 +131,37 @@ def parse_gates(text: str, known: Mapping[str, object]) -> dict[str, bool]:
 _QUOTA = "no ElasticQuota here"
 _WEBHOOKS = "the chart's webhook configurations decide which webhooks are called"
 # koord-manager's gates in Koordinator v1.8 (pkg/features/features.go: its own, the
-# descheduler's and the transformers'), each with its default and why this manager does not
-# follow it: the manager accepts them all so that its Deployment starts unchanged, and says at
-# start-up which ones it was given.
-MANAGER_GATES: Mapping[str, tuple[bool, str]] = {
-    "PodMutatingWebhook": (True, _WEBHOOKS),
-    "PodValidatingWebhook": (True, _WEBHOOKS),
-    "ConfigMapValidatingWebhook": (False, _WEBHOOKS),
-    "WebhookFramework": (True, _WEBHOOKS),
-    "NodeMutatingWebhook": (False, "no Node webhooks here"),
-    "NodeValidatingWebhook": (False, "no Node webhooks here"),
-    "ReservationMutatingWebhook": (False, "no Reservation here"),
-    "ElasticQuotaMutatingWebhook": (True, _QUOTA),
-    "ElasticQuotaValidatingWebhook": (True, _QUOTA),
-    "MultiQuotaTree": (False, _QUOTA),
-    "ElasticQuotaIgnorePodOverhead": (False, _QUOTA),
-    "ElasticQuotaGuaranteeUsage": (False, _QUOTA),
-    "ElasticQuotaEnableUpdateResourceKey": (False, _QUOTA),
-    "ElasticQuotaEvaluationTransformPod": (False, _QUOTA),
-    "DisableDefaultQuota": (False, _QUOTA),
-    "SupportParentQuotaSubmitPod": (False, _QUOTA),
-    "EnableQuotaAdmission": (False, _QUOTA),
-    "ColocationProfileSkipMutatingResources": (
-        False,
-        "profiles always set batch resources",
-    ),
-    "ColocationProfileSkipValidatingPriority": (False, "the priority is always validated"),
-    "ColocationProfileController": (False, "profiles apply at admission only"),
-    "EnableSyncGPUSharedResource": (False, "no GPU sharing here"),
-    "ValidatePodDeviceResource": (False, "no device resources are validated"),
-    "EnablePodEnhancedValidator": (False, "no pod enhanced validator"),
-    "DisablePVCReservation": (False, "no descheduler here"),
-    "PriorityTransformer": (False, "no scheduler transformers here"),
-    "PreemptionPolicyTransformer": (False, "no scheduler transformers here"),
-    "ReplaceResourcesTransformer": (False, "no scheduler transformers here"),
+# descheduler's and the transformers'), each with why this manager does not follow it: the
+# manager accepts them all so that its Deployment starts unchanged, and says at start-up which
+# ones it was given.
+MANAGER_GATES: Mapping[str, str] = {
+    "PodMutatingWebhook": _WEBHOOKS,
+    "PodValidatingWebhook": _WEBHOOKS,
+    "ConfigMapValidatingWebhook": _WEBHOOKS,
+    "WebhookFramework": _WEBHOOKS,
+    "NodeMutatingWebhook": "no Node webhooks here",
+    "NodeValidatingWebhook": "no Node webhooks here",
+    "ReservationMutatingWebhook": "no Reservation here",
+    "ElasticQuotaMutatingWebhook": _QUOTA,
+    "ElasticQuotaValidatingWebhook": _QUOTA,
+    "MultiQuotaTree": _QUOTA,
+    "ElasticQuotaIgnorePodOverhead": _QUOTA,
+    "ElasticQuotaGuaranteeUsage": _QUOTA,
+    "ElasticQuotaEnableUpdateResourceKey": _QUOTA,
+    "ElasticQuotaEvaluationTransformPod": _QUOTA,
+    "DisableDefaultQuota": _QUOTA,
+    "SupportParentQuotaSubmitPod": _QUOTA,
+    "EnableQuotaAdmission": _QUOTA,
+    "ColocationProfileSkipMutatingResources": "profiles always set batch resources",
+    "ColocationProfileSkipValidatingPriority": "the priority is always validated",
+    "ColocationProfileController": "profiles apply at admission only",
+    "EnableSyncGPUSharedResource": "no GPU sharing here",
+    "ValidatePodDeviceResource": "no device resources are validated",
+    "EnablePodEnhancedValidator": "no pod enhanced validator",
+    "DisablePVCReservation": "no descheduler here",
+    "PriorityTransformer": "no scheduler transformers here",
+    "PreemptionPolicyTransformer": "no scheduler transformers here",
+    "ReplaceResourcesTransformer": "no scheduler transformers here",
 }
 
 

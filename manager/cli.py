@@ -126,7 +126,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         why = (
             "sets the gates of its stage, none of which this manager follows"
             if name in (ALL_ALPHA, ALL_BETA)
-            else MANAGER_GATES[name][1]
+            else MANAGER_GATES[name]
         )
         notes.append(f"feature gate {name}={str(value).lower()} accepted, not followed: {why}")
     return args, notes
