@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
+
+import yaml
 
 T = TypeVar("T")
 
@@ -66,3 +69,20 @@ def pod(
         obj["spec"]["nodeName"] = node_name
     obj.update(extra)
     return obj
+
+
+def write_kubeconfig(path: Path, server: str = "https://10.0.0.1:6443") -> Path:
+    """A kubeconfig with one context, "dev", on ``server`` with a bearer token."""
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "dev",
+                "clusters": [{"name": "c", "cluster": {"server": server}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "dev", "context": {"cluster": "c", "user": "u"}}],
+            }
+        )
+    )
+    return path

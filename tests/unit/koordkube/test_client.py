@@ -8,14 +8,13 @@ from typing import Any
 import httpx2
 import pytest
 import trustme
-import yaml
 from lightkube import ApiError
 from lightkube.resources.core_v1 import ConfigMap, Node, Pod
 
 from koordkube import client as kc
 from koordkube.resources import NodeSLO
 from koordkube.testing import FakeKubeAPI
-from tests.unit.koordkube.fakes import node, run
+from tests.unit.koordkube.fakes import node, run, write_kubeconfig
 
 NO_WAIT = kc.Backoff(initial=0.0, cap=0.0, jitter=0.0)
 
@@ -36,19 +35,7 @@ def configmap(data: dict[str, str] | None = None, **meta: Any) -> dict[str, Any]
 
 
 def test_build_client_reads_a_kubeconfig_file(tmp_path: Path) -> None:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "dev",
-                "clusters": [{"name": "c", "cluster": {"server": "https://10.0.0.1:6443"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "dev", "context": {"cluster": "c", "user": "u"}}],
-            }
-        )
-    )
+    path = write_kubeconfig(tmp_path / "kubeconfig")
     client = kc.build_client(path)
     assert client.config.cluster.server == "https://10.0.0.1:6443"
     assert client._client._field_manager == "koord-manager"

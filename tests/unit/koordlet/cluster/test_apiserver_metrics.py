@@ -7,7 +7,6 @@ from pathlib import Path
 
 import httpx2
 import pytest
-import yaml
 from lightkube import ApiError
 from lightkube.resources.core_v1 import Node
 
@@ -15,6 +14,7 @@ from koordkube.client import KubeApi
 from koordkube.testing import FakeKubeAPI
 from koordlet.cluster import build_api
 from koordlet.metrics import KoordletMetrics
+from tests.unit.koordkube.fakes import write_kubeconfig
 
 
 def api_sample(
@@ -58,19 +58,7 @@ def test_api_requests_are_counted_by_verb_resource_and_code() -> None:
 
 
 def test_build_api_hands_the_observer_to_the_client(tmp_path: Path) -> None:
-    config = tmp_path / "kubeconfig"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "dev",
-                "clusters": [{"name": "c", "cluster": {"server": "https://10.0.0.1:6443"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "dev", "context": {"cluster": "c", "user": "u"}}],
-            }
-        )
-    )
+    config = write_kubeconfig(tmp_path / "kubeconfig")
     metrics = KoordletMetrics("n1")
     kube = build_api(config, observe=metrics.observe_apiserver)
     assert kube.observe == metrics.observe_apiserver
