@@ -6,7 +6,9 @@ from __future__ import annotations
 import lzma
 import os
 import stat
+import subprocess
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -143,3 +145,85 @@ def test_the_guests_output_is_copied_line_by_line_after_the_prefix(
     done.set()
     follower.join(10)
     assert capfd.readouterr().out == "[v2] first\n[v2] second half\n[v2] no newline at the end\n"
+
+
+OOPS = """[  175.7] BUG: unable to handle page fault for address: 0000000000901880
+[  175.7] RIP: 0010:__alloc_pages+0x1b/0x2c0
+[  175.7] Kernel panic - not syncing: Fatal exception in interrupt
+"""
+
+
+def fake_vm(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, boots: Sequence[tuple[bool, str, int | None]]
+) -> list[Path]:
+    """vm.run with its QEMU replaced: each boot in turn (guest came up, console text, the
+    command's exit status or None when it never finished); the run folders it was given."""
+    kernel = vm.Kernel("6.12", tmp_path / "vmlinuz", tmp_path / "modules")
+    monkeypatch.setattr(vm, "missing_prerequisites", list)
+    monkeypatch.setattr(vm, "find_kernel", lambda: kernel)
+    monkeypatch.setattr(vm, "RUNS", tmp_path / "runs")
+    seen: list[Path] = []
+
+    def boot(
+        args: list[str], run_dir: Path, timeout: float
+    ) -> tuple[subprocess.CompletedProcess[bytes], float | None]:
+        up, console, rc = boots[len(seen)]
+        seen.append(run_dir)
+        (run_dir / "console.log").write_text(console)
+        with (run_dir / "out").open("a") as out:
+            out.write(f"boot {len(seen)}\n")
+        if rc is not None:
+            (run_dir / "rc").write_text(f"{rc}\n")
+        return subprocess.CompletedProcess(args, 0, b"", b""), 5.0 if up else None
+
+    monkeypatch.setattr(vm, "_boot", boot)
+    return seen
+
+
+def test_a_kernel_death_under_the_command_runs_it_once_more_and_keeps_the_console(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen = fake_vm(monkeypatch, tmp_path, [(True, OOPS, None), (True, "", 0)])
+    result = vm.run(["true"], prefix="[v2] ")
+    out = capsys.readouterr().out
+    assert result.rc == 0
+    assert len(seen) == 2
+    assert "[v2] koord-vm:   [  175.7] BUG: unable to handle page fault" in out
+    assert "the command runs again from the start in a fresh VM" in out
+    # the second VM's output follows, the first's is not copied twice
+    assert out.count("[v2] boot 1\n") == 1 and out.count("[v2] boot 2\n") == 1
+    assert (seen[0] / "console-crash-1.log").read_text() == OOPS  # kept for a look
+
+
+def test_a_second_kernel_death_fails_the_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen = fake_vm(monkeypatch, tmp_path, [(True, OOPS, None), (True, OOPS, None)])
+    assert vm.run(["true"]).rc == vm.VM_FAILED_RC
+    assert len(seen) == 2
+    assert "Fatal exception in interrupt" in capsys.readouterr().err
+
+
+def test_a_vm_that_ends_without_a_kernel_death_is_not_run_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # e.g. the command powered the guest off: a fault of the command, not of the emulator
+    seen = fake_vm(monkeypatch, tmp_path, [(True, "reboot: Power down\n", None), (True, "", 0)])
+    assert vm.run(["true"]).rc == vm.VM_FAILED_RC
+    assert len(seen) == 1
+
+
+def test_a_boot_that_dies_is_tried_again_up_to_the_limit(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    boots = [(False, OOPS, None)] * vm.BOOT_ATTEMPTS + [(True, "", 0)]
+    seen = fake_vm(monkeypatch, tmp_path, boots)
+    assert vm.run(["true"]).rc == vm.VM_FAILED_RC
+    assert len(seen) == vm.BOOT_ATTEMPTS
+
+
+def test_the_kernels_report_starts_at_its_first_line() -> None:
+    console = "systemd[1]: Started.\n" + OOPS + "rest\n"
+    death = vm.kernel_death(console, lines=2)
+    assert death == OOPS.splitlines()[:2]
+    assert vm.kernel_death("systemd[1]: Started.\nreboot: Power down\n") == []
