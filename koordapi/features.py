@@ -88,6 +88,7 @@ NOT_IMPLEMENTED: Mapping[str, str] = {
     "HugePageReport": "no huge pages are reported",
     "PodResourcesProxy": "no kubelet pod-resources proxy is served",
     "HamiCoreVGPUMonitor": "no HAMi-core vGPU monitor",
+    TERWAY_QOS: "no Terway network QoS; TCNetworkQoS shapes egress with tc",
 }
 
 # Kubernetes' special gates: AllAlpha=V (AllBeta=V) sets every alpha (beta) gate that is not

@@ -7,7 +7,7 @@ come through here, so a value is written the same way whoever computed it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from koordlet.executor import CgroupWrite, Executor, WriteResult, coresched, procfs
@@ -24,12 +24,20 @@ log = logging.getLogger(__name__)
 
 class Applier:
     def __init__(
-        self, executor: Executor, resctrl: Resctrl, proc_root: Path = procfs.PROC_ROOT
+        self,
+        executor: Executor,
+        resctrl: Resctrl,
+        proc_root: Path = procfs.PROC_ROOT,
+        *,
+        on_core_sched: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.executor = executor
         self.resctrl = resctrl
         self.proc_root = proc_root
         self.cookies = coresched.CookieGroups()
+        self.on_core_sched = on_core_sched  # (group, succeeded) of each cookie change
+        # (pod uid, container id) → the oom_score_adj last given to the container's processes
+        self.oom_scores: dict[tuple[str, str], int] = {}
         self.net_qos: NetQoS | None = None
         self._net_qos_error = ""
 
@@ -64,14 +72,19 @@ class Applier:
             pids = self.executor.procs(container.cgroup_dir)
             if patch.oom_score_adj is not None:
                 procfs.set_oom_score_adj(pids, patch.oom_score_adj, self.proc_root)
+                self.oom_scores[(container.pod.uid, container.id)] = patch.oom_score_adj
             if patch.core_sched is not None and pids:
+                ok = True
                 try:
                     if patch.core_sched.enabled:
                         self.cookies.assign(patch.core_sched.name, sorted(pids))
                     else:
                         self.cookies.clear(sorted(pids))
                 except coresched.CoreSchedError as err:
+                    ok = False
                     log.warning("core scheduling for %s: %s", container.key, err)
+                if self.on_core_sched is not None:
+                    self.on_core_sched(patch.core_sched.name, ok)
         return container_writes(container.cgroup_dir, patch, kernel)
 
     def apply_leveled(self, levels: Sequence[Sequence[CgroupWrite]]) -> list[WriteResult]:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from koordapi.nodemetric import MetricError, read_node_metric
 from koordlet.applying import Applier
 from koordlet.cgroupfs.hierarchy import raise_open_files_limit
 from koordlet.cluster import build_api, build_eviction_api, cluster_mode
@@ -39,6 +40,7 @@ from koordlet.executor.resctrl import Resctrl
 from koordlet.inspect.exposition import SchedLatencyExposition
 from koordlet.inspect.schedlat import GATE as SCHED_LATENCY_GATE
 from koordlet.inspect.schedlat import SchedLatencyCollector
+from koordlet.koordseries import KoordinatorSeries, Sources
 from koordlet.metriccache import MetricCache
 from koordlet.metrics import HealthCollector, KoordletMetrics, LabelCache
 from koordlet.nodemetric import build_status
@@ -62,6 +64,7 @@ from koordlet.states.nodeconfig import NodeConfigFile
 from koordlet.states.pods import PodStore
 from koordlet.states.snapshot import build_rules
 from koordlet.states.topology import detect_kernel, read_topology
+from koordlet.states.unsupported import UnsupportedFieldsReport
 from koordlet.statusapi import KoordletViews
 from nri_plugin import Stub
 from runtimehooks import HOOKS
@@ -100,6 +103,9 @@ class Koordlet:
         )
         self.resctrl = Resctrl(config.resctrl_root)
         self.topology = read_topology(config.sys_root, config.proc_root)
+        # read once here (koordlet cannot start without it); Koordinator re-reads it
+        for counter in (self.metrics.cpu_info_status, self.metrics.numa_info_status):
+            counter.labels(config.node_name, "succeeded").inc()
         self.kernel = detect_kernel(config.cgroup_root, self.resctrl)
         # Cluster mode: no NodeSLO file, and a kubeconfig or in-cluster credentials.
         self.kube: KubeApi | None = (
@@ -109,10 +115,20 @@ class Koordlet:
         )
         self.node_config = self._node_config_source()
         self.node_config.reload_if_changed()
+        # NodeSLO fields accepted but not acted on: logged once per change of the spec, and
+        # served on /metrics (koordctl doctor reads them there)
+        self.unsupported = UnsupportedFieldsReport(config.node_name)
+        self.metrics.registry.register(self.unsupported)
+        self.unsupported.note(self.node_config.current.spec)
         self.pods = PodStore(config.cgroup_driver, config.cgroup_root)
         self._rules: Rules | None = None
         self._rules_key: tuple[object, int] | None = None
-        applier = self.applier = Applier(self.executor, self.resctrl, config.proc_root)
+        applier = self.applier = Applier(
+            self.executor,
+            self.resctrl,
+            config.proc_root,
+            on_core_sched=self.metrics.record_core_sched,
+        )
         # what koordlet asked for each container over NRI, checked once it has started
         self.conflicts = ConflictTracker(self.executor, self.metrics)
         self.reconciler = Reconciler(
@@ -163,6 +179,22 @@ class Koordlet:
         self.collectors = CollectorRunner(self._collectors(), self.cache)
         self.metrics.registry.register(
             HealthCollector(config.node_name, self.collectors, self.cache, self.pods)
+        )
+        psi = next((x for x in self.collectors.collectors if isinstance(x, PSICollector)), None)
+        cpi = next((x for x in self.collectors.collectors if isinstance(x, CPICollector)), None)
+        self.metrics.registry.register(
+            KoordinatorSeries(
+                self.metrics,
+                Sources(
+                    pods=self.pods.snapshot,
+                    cache=self.cache,
+                    allocatable=lambda: self.node_config.current.allocatable,
+                    rules=self.rules,
+                    oom_scores=applier.oom_scores,
+                    psi=(lambda: psi.latest) if psi is not None else None,
+                    cpi=(lambda: cpi.latest) if cpi is not None else None,
+                ),
+            )
         )
         schedlat = self.schedlat
         if schedlat is not None:
@@ -300,13 +332,27 @@ class Koordlet:
 
     def build_node_metric(self, aggregate_seconds: int, durations: Sequence[int]) -> dict[str, Any]:
         """The NodeMetric status for the policy of the NodeMetric's spec (worker thread)."""
-        return build_status(
-            self.cache,
-            self.views.store,
-            self.views.clock(),
-            aggregate_seconds=aggregate_seconds,
-            durations=durations,
+        return self._reported(
+            build_status(
+                self.cache,
+                self.views.store,
+                self.views.clock(),
+                aggregate_seconds=aggregate_seconds,
+                durations=durations,
+            )
         )
+
+    def _reported(self, status: dict[str, Any]) -> dict[str, Any]:
+        """``status``, after its node and system usage went to koordlet_node_metric_*."""
+        try:
+            view = read_node_metric({"status": status})
+        except MetricError as err:  # our own report: a bug, but not one to stop reporting
+            log.warning("the NodeMetric report does not read back: %s", err)
+            return status
+        for key, pair in (("nodeUsage", view.node_usage), ("systemUsage", view.system_usage)):
+            if pair is not None:
+                self.metrics.record_node_metric(key, pair[0] / 1000, pair[1])
+        return status
 
     async def run_cluster(self) -> None:
         """Cluster mode: the NodeSLO and Node watches and the NodeMetric status reporter."""
@@ -383,7 +429,7 @@ class Koordlet:
         while path is not None:
             await asyncio.sleep(self.config.node_metric_interval)
             try:
-                status = await asyncio.to_thread(self.views.node_metric)
+                status = self._reported(await asyncio.to_thread(self.views.node_metric))
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = path.with_suffix(".tmp")
                 tmp.write_text(json.dumps({"status": status}, indent=2))
@@ -474,9 +520,7 @@ class Koordlet:
             )
 
     def _count_write(self, result: WriteResult) -> None:
-        node, res, status = self.config.node_name, result.write.resource, result.status.value
-        self.metrics.resource_updates.labels(node, res, status).inc()
-        self.metrics.resource_update_duration.labels(node, res, status).observe(result.seconds)
+        self.metrics.observe_write(result.write.resource, result.status.value, result.seconds)
         if result.status in (Status.APPLIED, Status.UNCHANGED):
             self.conflicts.note_write(result.write)  # koordlet's own wish is no conflict
 
@@ -503,6 +547,7 @@ class Koordlet:
             try:
                 if await asyncio.to_thread(self.node_config.reload_if_changed):
                     self.reconciler.wake()
+                    self.unsupported.note(self.node_config.current.spec)
             except Exception as err:  # the watcher must outlive any one bad read
                 self.node_config.error = f"{type(err).__name__}: {err}"
                 log.exception("node config not loaded, keeping the last good one")

@@ -1,8 +1,11 @@
 """koordlet's Prometheus metrics, in a registry of its own (no import-time globals).
 
-Names follow Koordinator's where it has one, except that durations are in seconds, the
-Prometheus base unit (``koordlet_runtime_hook_invoked_duration_seconds`` where Koordinator has
-``..._milliseconds``), so that ``promtool check metrics`` passes; counters end in ``_total``.
+Every series Koordinator's koordlet exports, and that is measured here, is exported under its
+name, type and label names (koordlet/koordseries.py holds the census and the series built per
+scrape). Two differences the Python client forces or we chose: counters end in ``_total``
+(the chart's recording rules give Koordinator's names back), and besides Koordinator's
+``*_duration_milliseconds`` histograms (with its buckets) the same timings are exported in
+seconds, the Prometheus base unit (``..._duration_seconds``, our buckets).
 """
 
 from __future__ import annotations
@@ -47,6 +50,21 @@ class LabelCache:
 
 
 SECOND_BUCKETS = (5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+# Koordinator's buckets for its *_duration_milliseconds histograms (ExponentialBuckets(0.01, 4,
+# 8): 10 us to 164 ms, in milliseconds).
+MILLISECOND_BUCKETS = (0.01, 0.04, 0.16, 0.64, 2.56, 10.24, 40.96, 163.84)
+# Koordinator's histograms in milliseconds: the only names ``promtool check metrics`` flags
+# (non-base unit), kept so that Koordinator's dashboards work unchanged.
+MILLISECOND_HISTOGRAMS = (
+    "koordlet_runtime_hook_invoked_duration_milliseconds",
+    "koordlet_runtime_hook_reconciler_invoked_duration_milliseconds",
+    "koordlet_resource_update_duration_milliseconds",
+)
+# Koordinator's eviction reason: its prefix before the feature (qosmanager/plugins/util).
+EVICT_REASON_PREFIX = "trigger by koordlet feature "
+# Koordinator forgets a pod's eviction-detail series 5 minutes after its last change
+# (pkg/util/metrics DefaultExpireTime): pod names must not pile up.
+EVICTION_DETAIL_SECONDS = 300.0
 # Koordinator's kubelet request buckets (ExponentialBuckets(0.001, 4, 7): 1 ms to 4.096 s), used
 # for all three outgoing-request histograms: kubelet, CRI and API server.
 REQUEST_BUCKETS = (0.001, 0.004, 0.016, 0.064, 0.256, 1.024, 4.096)
@@ -68,6 +86,13 @@ class KoordletMetrics:
             buckets=SECOND_BUCKETS,
             registry=r,
         )
+        self.hook_duration_ms = Histogram(
+            "koordlet_runtime_hook_invoked_duration_milliseconds",
+            "time duration of invocations of runtime hook plugins (Koordinator's histogram)",
+            ["node", "hook", "stage", "status"],
+            buckets=MILLISECOND_BUCKETS,
+            registry=r,
+        )
         self.hook_failures = Counter(
             "koordlet_runtime_hook_failures_total",
             "Runtime hook failures by hook and cause (the container still starts unless the "
@@ -80,6 +105,14 @@ class KoordletMetrics:
             "Time of each reconciler pass",
             ["node", "level", "resource_type", "status"],
             buckets=SECOND_BUCKETS,
+            registry=r,
+        )
+        self.reconcile_duration_ms = Histogram(
+            "koordlet_runtime_hook_reconciler_invoked_duration_milliseconds",
+            "time duration of invocations of runtime hook reconciler plugins (Koordinator's "
+            "histogram)",
+            ["node", "level", "resource_type", "status"],
+            buckets=MILLISECOND_BUCKETS,
             registry=r,
         )
         self.resource_updates = Counter(
@@ -95,6 +128,18 @@ class KoordletMetrics:
             buckets=SECOND_BUCKETS,
             registry=r,
         )
+        # Koordinator's: no node label, ``type`` is the resource written
+        self.resource_update_duration_ms = Histogram(
+            "koordlet_resource_update_duration_milliseconds",
+            "time duration of resource update such as cgroup files (Koordinator's histogram)",
+            ["type", "status"],
+            buckets=MILLISECOND_BUCKETS,
+            registry=r,
+        )
+        # every write comes through observe_write: its children looked up once
+        self._writes = LabelCache(self.resource_updates)
+        self._write_seconds = LabelCache(self.resource_update_duration)
+        self._write_ms = LabelCache(self.resource_update_duration_ms)
         self.nri_requests = Histogram(
             "koordlet_nri_request_duration_seconds",
             "Time to answer each NRI request, from decoding to reply",
@@ -177,21 +222,59 @@ class KoordletMetrics:
             registry=r,
         )
         self.pod_evictions = Counter(
-            "koordlet_pod_eviction_total",
+            "koordlet_pod_eviction",
             "Pods evicted (or killed) by the QoS manager, by reason",
             ["node", "reason"],
             registry=r,
         )
+        self.pod_eviction_detail = Counter(
+            "koordlet_pod_eviction_detail",
+            "Evictions by pod and reason (a pod's series goes 5 minutes after its last eviction)",
+            ["node", "pod_namespace", "pod_name", "reason"],
+            registry=r,
+        )
+        self._detail_changed: dict[tuple[str, str, str], float] = {}
         self.scaled_cfs_burst = Gauge(
             "koordlet_container_scaled_cfs_burst_us",
             "cpu.cfs_burst_us set by CPU burst",
-            ["node", "pod", "container"],
+            ["node", "pod_namespace", "pod_name", "container_id", "container_name"],
             registry=r,
         )
         self.scaled_cfs_quota = Gauge(
             "koordlet_container_scaled_cfs_quota_us",
             "cpu.cfs_quota_us set by CPU burst's quota scaling",
-            ["node", "pod", "container"],
+            ["node", "pod_namespace", "pod_name", "container_id", "container_name"],
+            registry=r,
+        )
+        # -- node information read at start (Koordinator reads it every collect interval) -----
+        self.cpu_info_status = Counter(
+            "koordlet_collect_node_cpu_info_status",
+            "Reads of the node's CPU information by result",
+            ["node", "status"],
+            registry=r,
+        )
+        self.numa_info_status = Counter(
+            "koordlet_collect_node_numa_info_status",
+            "Reads of the node's NUMA information by result",
+            ["node", "status"],
+            registry=r,
+        )
+        self.core_sched_status = Counter(
+            "koordlet_core_sched_cookie_manage_status",
+            "Core scheduling cookie changes by group and result",
+            ["node", "core_sched_group", "status"],
+            registry=r,
+        )
+        self.node_metric_node_usage = Gauge(
+            "koordlet_node_metric_node_usage",
+            "the node usage reported in the NodeMetric",
+            ["node", "resource", "unit"],
+            registry=r,
+        )
+        self.node_metric_system_usage = Gauge(
+            "koordlet_node_metric_system_usage",
+            "the system usage reported in the NodeMetric",
+            ["node", "resource", "unit"],
             registry=r,
         )
         # -- koordlet's own calls out: count, latency and errors ------------------------------
@@ -220,6 +303,42 @@ class KoordletMetrics:
             buckets=REQUEST_BUCKETS,
             registry=r,
         )
+
+    def record_eviction(self, namespace: str, name: str, feature: str, now: float) -> None:
+        """One eviction by a QoS feature, with Koordinator's reason text."""
+        reason = EVICT_REASON_PREFIX + feature
+        self.pod_evictions.labels(self.node, reason).inc()
+        self.pod_eviction_detail.labels(self.node, namespace, name, reason).inc()
+        self._detail_changed[(namespace, name, reason)] = now
+        self.expire_eviction_details(now)
+
+    def expire_eviction_details(self, now: float) -> None:
+        for key, changed in list(self._detail_changed.items()):
+            if now - changed > EVICTION_DETAIL_SECONDS:
+                del self._detail_changed[key]
+                self.pod_eviction_detail.remove(self.node, *key)
+
+    def observe_write(self, resource: str, status: str, seconds: float) -> None:
+        """One write of kernel state, in both units (ours and Koordinator's)."""
+        self._writes(self.node, resource, status).inc()
+        self._write_seconds(self.node, resource, status).observe(seconds)
+        self._write_ms(resource, status).observe(seconds * 1000)
+
+    def observe_reconcile(self, level: str, resource: str, status: str, seconds: float) -> None:
+        self.reconcile_duration.labels(self.node, level, resource, status).observe(seconds)
+        self.reconcile_duration_ms.labels(self.node, level, resource, status).observe(
+            seconds * 1000
+        )
+
+    def record_node_metric(self, key: str, cores: float | None, memory: float | None) -> None:
+        """The usage a NodeMetric report carries (``nodeUsage`` or ``systemUsage``)."""
+        gauge = self.node_metric_node_usage if key == "nodeUsage" else self.node_metric_system_usage
+        for resource, unit, amount in (("cpu", "core", cores), ("memory", "byte", memory)):
+            if amount is not None:
+                gauge.labels(self.node, resource, unit).set(amount)
+
+    def record_core_sched(self, group: str, ok: bool) -> None:
+        self.core_sched_status.labels(self.node, group, "succeeded" if ok else "failed").inc()
 
     def observe_kubelet(self, verb: str, path: str, code: str, seconds: float) -> None:
         self.kubelet_requests.labels(self.node, verb, path, code).observe(seconds)

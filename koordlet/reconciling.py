@@ -170,7 +170,4 @@ class Reconciler:
             log.debug("reconcile: hook %s for %s: %s", failure.hook, subject, failure.error)
 
     def _observe(self, level: str, resource: str, start: float, status: str) -> None:
-        seconds = time.perf_counter() - start
-        self.metrics.reconcile_duration.labels(self.metrics.node, level, resource, status).observe(
-            seconds
-        )
+        self.metrics.observe_reconcile(level, resource, status, time.perf_counter() - start)

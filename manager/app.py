@@ -32,6 +32,7 @@ from manager.controllers.noderesource import NodeResourceController
 from manager.controllers.nodeslo import NodeMetricController, NodeSLOController
 from manager.controllers.state import ClusterState
 from manager.metrics import ManagerMetrics
+from manager.unsupported import SLOConfigAudit
 from manager.webhooks.server import WebhookServer
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,8 @@ class Manager:
             resync_period=options.sync_period or None,
         )
         self.events = EventRecorder(api, clock=clock)
+        # what slo-controller-config carries that changes nothing: logged once per change
+        self.slo_audit = SLOConfigAudit(self.metrics, options.slo_config_name)
         self.node_resource = NodeResourceController(api, self.state, self.metrics, clock=clock)
         self.node_slo = NodeSLOController(api, self.state, self.events, self.metrics)
         self.node_metric = NodeMetricController(api, self.state, self.metrics)
@@ -146,6 +149,11 @@ class Manager:
         s, q = self.state, self.queues
         s.nodes.add_handler(lambda _event, node: self._all(object_key(node)))
         s.config_maps.add_handler(lambda _event, _cm: self._every_node())
+
+        def on_config_map(_event: str, _cm: Object) -> None:
+            self.slo_audit.note(s.slo_config_data())  # None once deleted
+
+        s.config_maps.add_handler(on_config_map)
 
         def on_metric(_event: str, metric: Object) -> None:
             q[NODE_RESOURCE].add(object_key(metric))

@@ -47,6 +47,21 @@ class ManagerMetrics:
             "1 while this replica holds the leader Lease (or runs without election)",
             registry=self.registry,
         )
+        # slo-controller-config content accepted but not acted on (manager.unsupported)
+        self.slo_config_unsupported_reports = Counter(
+            "koord_manager_slo_config_unsupported_reports",
+            "Fields (or whole keys) of slo-controller-config reported as set but not used "
+            "here, each once per change of the ConfigMap (the log says why)",
+            ["key"],
+            registry=self.registry,
+        )
+        self.slo_config_unsupported_fields = Gauge(
+            "koord_manager_slo_config_unsupported_fields",
+            "Fields (or whole keys) of the current slo-controller-config that are set but not "
+            "used here, by ConfigMap key",
+            ["key"],
+            registry=self.registry,
+        )
         self.queue_depth = Gauge(
             "koord_manager_queue_depth",
             "Keys waiting in each controller's work queue",

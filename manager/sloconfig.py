@@ -401,7 +401,9 @@ def validate_slo_configmap(data: Mapping[str, str]) -> list[str]:
 
     Stricter than rendering: node entries need a non-empty ``nodeSelector`` and unique names
     (a name may be left out). Overlapping selectors are allowed (the first match wins).
-    cpu-normalization-config and resource-amplification-config are not checked here.
+    cpu-normalization-config and resource-amplification-config are not checked here: they are
+    accepted and, when enabled, refused as a whole (``manager.unsupported``, which the webhook
+    turns into admission warnings).
     """
     problems = []
     for key in SPEC_FIELDS:

@@ -200,6 +200,7 @@ class CPICollector:
         self.window = window
         self.perf_open = perf_open
         self.sleep = sleep
+        self.latest: list[Sample] = []  # the last pass, for koordlet_container_cpi
         self.skipped: Counter[str] = Counter()
         self._probed = False
 
@@ -252,12 +253,12 @@ class CPICollector:
                 counters = self._open(target, cpus)
                 if counters is not None:
                     opened.append(counters)
-            if not opened:
-                return []
-            self.sleep(self.window)
             samples: list[Sample] = []
-            for counters in opened:
-                samples.extend(self._read(counters, now))
+            if opened:
+                self.sleep(self.window)
+                for counters in opened:
+                    samples.extend(self._read(counters, now))
+            self.latest = samples
             return samples
         finally:
             for counters in opened:

@@ -5,7 +5,9 @@ lines look like ``some avg10=1.50 avg60=0.80 avg300=0.20 total=123456`` (and ``f
 the avg10 share (percent of the last 10 s that some / all tasks stalled) becomes a sample
 labelled ``{pod_uid[, container_id], psi_resource_type: cpu|mem|io, psi_precision: avg10,
 psi_degree: some|full}``. A "full" line that a kernel does not write (cpu.pressure before
-5.13) is simply absent.
+5.13) is simply absent. ``latest`` holds the last pass with all three averages (avg10, avg60,
+avg300) for Koordinator's ``koordlet_{pod,container}_psi`` series; only avg10 goes to the
+metric cache, which is what decisions and reports read.
 
 Pressure files live in the cgroup v2 tree: <root> on a v2 host, <root>/unified on a hybrid
 v1 host. Without a v2 tree the v1 cpuacct hierarchy is tried (kernels such as Anolis expose
@@ -29,6 +31,7 @@ from koordlet.states.pods import KnownPod
 
 GATE = "PSICollector"
 PRECISION = "avg10"
+PRECISIONS = ("avg10", "avg60", "avg300")  # what Koordinator exports
 
 # file → psi_resource_type label value (Koordinator's names)
 PRESSURE_FILES = {"cpu.pressure": "cpu", "memory.pressure": "mem", "io.pressure": "io"}
@@ -86,6 +89,7 @@ class PSICollector:
         self.proc_root = proc_root
         self.interval = interval
         self.skipped: Counter[str] = Counter()
+        self.latest: list[Sample] = []  # the last pass, every precision (see the docstring)
 
     def collect(self, now: float) -> list[Sample]:
         if not (self.proc_root / "pressure").is_dir():
@@ -99,20 +103,27 @@ class PSICollector:
         if without_dir:
             self.skipped[NO_CGROUP_DIR] += without_dir
         samples: list[Sample] = []
+        latest: list[Sample] = []
         for target in found:
             for file_name, resource in PRESSURE_FILES.items():
                 path = root / target.cgroup_dir / file_name
                 try:
-                    values = parse_pressure(read_text(path), str(path))
+                    text = read_text(path)
+                    by_precision = {p: parse_pressure(text, str(path), p) for p in PRECISIONS}
                 except Skip as skip:
                     self.skipped[skip.reason] += 1
                     continue
-                for degree, value in values.items():
-                    labels = {
-                        **target.labels,
-                        "psi_resource_type": resource,
-                        "psi_precision": PRECISION,
-                        "psi_degree": degree,
-                    }
-                    samples.append(Sample(f"{target.level}_psi", labels, now, value))
+                for precision, values in by_precision.items():
+                    for degree, value in values.items():
+                        labels = {
+                            **target.labels,
+                            "psi_resource_type": resource,
+                            "psi_precision": precision,
+                            "psi_degree": degree,
+                        }
+                        sample = Sample(f"{target.level}_psi", labels, now, value)
+                        latest.append(sample)
+                        if precision == PRECISION:
+                            samples.append(sample)
+        self.latest = latest
         return samples

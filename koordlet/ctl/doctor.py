@@ -287,6 +287,18 @@ def unimplemented_gates(metrics_text: str) -> list[str]:
     )
 
 
+def unsupported_slo_fields(metrics_text: str) -> list[str]:
+    """The NodeSLO fields koordlet says are set but not used here (its
+    ``koordlet_node_slo_unsupported_field`` samples)."""
+    return sorted(
+        sample.labels.get("field", "?")
+        for family in text_string_to_metric_families(metrics_text)
+        if family.name == "koordlet_node_slo_unsupported_field"
+        for sample in family.samples
+        if sample.value >= 1
+    )
+
+
 def nri_conflicts(metrics_text: str) -> dict[str, float]:
     """``koordlet_nri_conflicts_total`` by resource in a /metrics scrape ({} without it)."""
     return {
@@ -358,13 +370,28 @@ def check_koordlet(config: DoctorConfig) -> Check:
             fix,
         )
     idle = unimplemented_gates(text)
+    unused = unsupported_slo_fields(text)
+    findings, fixes = [], []
     if idle:
+        findings.append(
+            f"feature gates turned on that are not implemented and change nothing: "
+            f"{', '.join(idle)}"
+        )
+        fixes.append(
+            "drop them from --feature-gates, or expect nothing from them (see koordlet --help)"
+        )
+    if unused:
+        findings.append(f"NodeSLO fields set that are not used here: {', '.join(unused)}")
+        fixes.append(
+            "remove them from the NodeSLO (in a cluster: from slo-controller-config), or "
+            "expect nothing from them; koordlet's log says why for each"
+        )
+    if findings:
         return Check(
             name,
             Status.WARN,
-            f"running at {config.addr}, registered over NRI; feature gates turned on that are "
-            f"not implemented and change nothing: {', '.join(idle)}",
-            "drop them from --feature-gates, or expect nothing from them (see koordlet --help)",
+            f"running at {config.addr}, registered over NRI; {'; '.join(findings)}",
+            "; ".join(fixes),
         )
     return Check(name, Status.OK, f"running at {config.addr}, registered over NRI")
 

@@ -72,6 +72,7 @@ class HookServer:
         self.policy = policy
         self.metrics = metrics
         self._hook_duration = LabelCache(metrics.hook_duration)
+        self._hook_duration_ms = LabelCache(metrics.hook_duration_ms)
         self.on_container_started = on_container_started
         self.on_synchronized = on_synchronized
         self.conflicts = conflicts or ConflictTracker(applier.executor, metrics)
@@ -86,6 +87,7 @@ class HookServer:
         for hook, seconds in outcome.timings.items():
             status = "failed" if hook in failed else "succeeded"
             self._hook_duration(node, hook, stage.value, status).observe(seconds)
+            self._hook_duration_ms(node, hook, stage.value, status).observe(seconds * 1000)
         for failure in outcome.failures:
             cause = failure_cause(failure.error)
             self.metrics.hook_failures.labels(node, failure.hook, cause).inc()

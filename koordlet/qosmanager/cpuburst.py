@@ -211,7 +211,9 @@ class CPUBurst:
         self.moved: set[tuple[str, str]] = set()
         # key → (metric labels, the values last set): a gauge is set when its value changes
         # (looking up 400 labelled children every second was a third of this strategy's cost)
-        self._exported: dict[tuple[str, str], tuple[tuple[str, str], tuple[int, int]]] = {}
+        self._exported: dict[
+            tuple[str, str], tuple[tuple[str, str, str, str], tuple[int, int]]
+        ] = {}
 
     def enabled(self, gates: FeatureGates) -> bool:
         return gates.enabled(NAME) and self.interval > 0
@@ -220,19 +222,20 @@ class CPUBurst:
         """koordlet_container_scaled_cfs_{burst,quota}_us; series of gone containers removed."""
         if self.metrics is None:
             return
+        # Koordinator's labels: pod_namespace, pod_name, container_id, container_name
         names = {
-            (k.request.uid, cid): (k.request.key, c.name)
+            (k.request.uid, cid): (k.request.namespace, k.request.name, cid, c.name)
             for k in ctx.pods
             for cid, c in k.containers.items()
         }
         node = self.metrics.node
         for key in self.scaled.keys() - scaled.keys():
             if key in self._exported:
-                (pod, container), _ = self._exported.pop(key)
+                labels, _ = self._exported.pop(key)
                 for gauge in (self.metrics.scaled_cfs_burst, self.metrics.scaled_cfs_quota):
-                    gauge.remove(node, pod, container)
+                    gauge.remove(node, *labels)
         for key, values in scaled.items():
-            labels = names.get(key, key)
+            labels = names.get(key, ("", "", key[1], ""))
             if self._exported.get(key) == (labels, values):
                 continue
             self._exported[key] = (labels, values)

@@ -95,7 +95,7 @@ class Evictor:
             return False
         self._evicted[pod.uid] = ctx.now
         if self.metrics is not None:
-            self.metrics.pod_evictions.labels(self.metrics.node, task.feature).inc()
+            self.metrics.record_eviction(pod.namespace, pod.name, task.feature, ctx.now)
         ctx.record(
             Action(
                 ctx.now,

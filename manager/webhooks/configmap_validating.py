@@ -2,7 +2,9 @@
 
 The content rules live in ``manager.sloconfig.validate_slo_configmap`` (one message per
 problem), imported when first needed so this module does not pull in the NodeSLO code at
-import time. Every other ConfigMap, and any DELETE, is allowed. Pure apart from that import.
+import time; an allowed ConfigMap gets an admission warning for each thing it sets that is
+accepted but changes nothing here (``manager.unsupported``, imported the same way). Every
+other ConfigMap, and any DELETE, is allowed. Pure apart from those imports.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from manager.webhooks.admission import AdmissionRequest, AdmissionResponse, allowed, denied
 
 SloValidator = Callable[[Mapping[str, str]], list[str]]
+SloAdvisor = Callable[[Mapping[str, str]], list[str]]
 DENIED = 400  # upstream answers invalid configuration with 400 Bad Request
 
 
@@ -23,15 +26,25 @@ def slo_validator() -> SloValidator:
     return validator
 
 
+def slo_advice(data: Mapping[str, str]) -> list[str]:
+    """One admission warning per thing the ConfigMap sets that is accepted but changes nothing
+    here (``manager.unsupported``): ``kubectl apply`` prints them."""
+    found = importlib.import_module("manager.unsupported").find_unsupported(data)
+    return [f"{'refused' if f.refused else 'not used here'}: {f}" for f in found]
+
+
 def validate_configmap(
     request: AdmissionRequest,
     *,
     namespace: str,
     name: str,
     validator: SloValidator | None = None,
+    advisor: SloAdvisor | None = None,
 ) -> AdmissionResponse:
     """Deny a CREATE or UPDATE of ConfigMap ``namespace/name`` whose data does not validate;
-    ``validator`` defaults to the real checker (tests inject stand-ins)."""
+    ``validator`` defaults to the real checker (tests inject stand-ins). An allowed one gets a
+    warning for each thing ``advisor`` (the server's: ``slo_advice``) says is set but changes
+    nothing."""
     if request.operation not in ("CREATE", "UPDATE") or request.object is None:
         return allowed()
     configmap = request.object
@@ -49,4 +62,4 @@ def validate_configmap(
     errors = (validator or slo_validator())(data)
     if errors:
         return denied(f"configmap {namespace}/{name}: " + "; ".join(errors), DENIED)
-    return allowed()
+    return allowed(*(advisor(data) if advisor is not None else ()))

@@ -102,6 +102,7 @@ class WebhookServer:
         *,
         rand_intn: RandIntn = random.randrange,
         slo_validator: configmap_validating.SloValidator | None = None,
+        slo_advisor: configmap_validating.SloAdvisor | None = configmap_validating.slo_advice,
         schedulers: Collection[str] = (),
     ) -> None:
         self.host = host
@@ -112,6 +113,7 @@ class WebhookServer:
         self.slo_config_name = slo_config_name
         self.rand_intn = rand_intn
         self.slo_validator = slo_validator
+        self.slo_advisor = slo_advisor  # admission warnings: what is accepted but not used
         self.schedulers = frozenset(schedulers)  # pod_mutating.mutate_pod's
         self.certificates: CertificateReloader | None = None
         self._runner: web.AppRunner | None = None
@@ -178,6 +180,7 @@ class WebhookServer:
                 namespace=self.config_namespace,
                 name=self.slo_config_name,
                 validator=self.slo_validator,
+                advisor=self.slo_advisor,
             )
 
         return await self._serve(request, "ConfigMap", decide)

@@ -3,7 +3,8 @@
 Koordinator writes ``cpu.bvt_warp_ns`` (Anolis kernels). On mainline kernels, where that file
 does not exist, we use ``cpu.idle`` (SCHED_IDLE cgroups, Linux >= 5.15): a negative
 group-identity value (BE by default) becomes cpu.idle=1, so batch work yields to services;
-everything else gets 0. Nothing is written while every class has cpuQOS disabled.
+everything else gets 0. Nothing is written while LSR, LS and BE all have cpuQOS disabled
+(systemClass.cpuQOS is not read, as in Koordinator: SYSTEM pods go by their Kubernetes QoS).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def pod_value(pod: PodRequest, rules: Rules) -> int | None:
     if slo.cpu_policy != CPU_POLICY_GROUP_IDENTITY:
         return None
     cfg = {q: slo.cpu_qos(q) for q in (QoSClass.LSR, QoSClass.LS, QoSClass.BE)}
-    if not any(c.enable for c in (*cfg.values(), slo.cpu_qos(QoSClass.SYSTEM))):
+    if not any(c.enable for c in cfg.values()):  # systemClass is not read (as Koordinator)
         return None
     qos = pod.qos
     if qos in (QoSClass.LSE, QoSClass.LSR):
@@ -59,8 +60,7 @@ def kube_qos_values(rules: Rules) -> dict[KubeQoS, int] | None:
     slo = rules.slo
     if slo.cpu_policy != CPU_POLICY_GROUP_IDENTITY:
         return None
-    classes = (QoSClass.LSR, QoSClass.LS, QoSClass.BE, QoSClass.SYSTEM)
-    if not any(slo.cpu_qos(q).enable for q in classes):
+    if not any(slo.cpu_qos(q).enable for q in (QoSClass.LSR, QoSClass.LS, QoSClass.BE)):
         return None
     return {
         KubeQoS.GUARANTEED: 0,

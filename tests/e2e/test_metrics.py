@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -11,15 +12,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from koordapi import keys
 from koordlet import ctl
 from koordlet.ctl import client
+from koordlet.koordseries import NOT_MEASURED
+from koordlet.metrics import MILLISECOND_HISTOGRAMS
 from tests.e2e.harness import paths
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess
 from tests.e2e.harness.node import Node
 from tests.e2e.harness.timing import scaled
+from tests.unit.koordlet.upstream_metrics import UPSTREAM
 
 BUSY_LOOP = ["/bin/sh", "-c", "while :; do :; done"]
 
@@ -99,7 +104,13 @@ def test_metrics_pass_promtool(koordlet: KoordletProcess) -> None:
         timeout=scaled(30),
         check=False,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
+    # Koordinator's *_milliseconds histograms are the only names promtool may flag (their unit)
+    allowed = {
+        f'{name} use base unit "seconds" instead of "milliseconds"'
+        for name in MILLISECOND_HISTOGRAMS
+    }
+    problems = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    assert [line for line in problems if line not in allowed] == []
 
 
 def test_cpu_pressure_of_a_crowded_container_is_its_pods_psi(node: Node) -> None:
@@ -131,3 +142,113 @@ def test_cpu_pressure_of_a_crowded_container_is_its_pods_psi(node: Node) -> None
         # above 10 % when the crowded pod's passes 20 %.
         koordlet.wait_until(lambda: 0 <= cpu_some(idle.uid) < 10, 30, "idle pod's pressure low")
         assert cpu_some(crowded.uid) > 20  # while the crowded pod's stays high
+
+
+# -- Koordinator's metric names on a real scrape ------------------------------------------------
+
+CENSUS_SLO = """\
+resourceUsedThresholdWithBE:
+  enable: true
+  cpuSuppressPolicy: cpuset
+  cpuSuppressThresholdPercent: 100
+node:
+  allocatable:
+    kubernetes.io/batch-cpu: "3500"
+    kubernetes.io/batch-memory: 6Gi
+"""
+# Koordinator's series that need what this test does not make happen; each is shown by the
+# test named (the unit census, tests/unit/koordlet/test_koordseries.py, has them all).
+ONLY_WHEN = {
+    "koordlet_pod_eviction": "an eviction: test_qos_manager.py's BE memory hog",
+    "koordlet_pod_eviction_detail": "an eviction: test_qos_manager.py's BE memory hog",
+    "koordlet_core_sched_cookie_manage_status": "a core-scheduling pod on a kernel with it",
+    "koordlet_kubelet_request_duration_seconds": "cluster mode: test_kubelet.py",
+    "koordlet_container_scaled_cfs_burst_us": "a cpuBurstStrategy: test_qos_manager.py",
+    "koordlet_container_scaled_cfs_quota_us": "a cpuBurstStrategy: test_qos_manager.py",
+}
+# Those that need something of this machine, by the collector that must be up for them.
+NEEDS_COLLECTOR = {"koordlet_container_cpi": "cpi", "koordlet_pod_psi": "psi"}
+
+
+def families(text: str) -> dict[str, tuple[str, set[str]]]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        if family.samples:
+            labels = {k for s in family.samples for k in s.labels if k not in ("le", "quantile")}
+            out[family.name] = (family.type, labels)
+    return out
+
+
+def test_koordinators_metric_names_are_in_a_real_scrape_or_said_why_not(node: Node) -> None:
+    gates = "PSICollector=true,CPICollector=true,OOMScoreAdj=true"
+    args = (
+        "--collect-res-used-interval", "1s", "--psi-collector-interval", "1s",
+        "--feature-gates", gates,
+    )  # fmt: skip
+    with KoordletProcess(node, node_slo=CENSUS_SLO, args=args) as koordlet:
+        requests = {keys.BATCH_CPU: "500", keys.BATCH_MEMORY: "256Mi"}
+        batch = {"main": {"requests": requests, "limits": {keys.BATCH_CPU: "1k"}}}
+        pod = PodSpec.new(
+            name="census",
+            qos="besteffort",
+            labels={keys.LABEL_QOS_CLASS: "BE"},
+            annotations={
+                keys.ANNOTATION_EXTENDED_RESOURCE_SPEC: json.dumps({"containers": batch}),
+                keys.ANNOTATION_OOM_SCORE_ADJ: "600",
+            },
+        )
+        node.run_container(node.run_pod(pod), ContainerSpec("main", command=BUSY_LOOP))
+        report = Path(node.containerd.layout.base) / "nodemetric.json"
+
+        waited = [
+            "koordlet_node_metric_node_usage",
+            "koordlet_node_metric_system_usage",
+            "koordlet_be_suppress_be_used_cpu_cores",
+            "koordlet_container_oom_score_adj",
+        ]
+        psi = ["koordlet_pod_psi", "koordlet_container_psi"]  # where PSI works here
+        missing: list[str] = []
+
+        def reported() -> bool:
+            psi_up = koordlet.metric("koordlet_collector_up", collector="psi") == 1
+            got = families(koordlet.metrics_text())
+            missing[:] = [name for name in waited + psi * psi_up if name not in got]
+            return not missing
+
+        koordlet.wait_until(report.exists, timeout=20, what="a NodeMetric report")
+        with contextlib.suppress(TimeoutError):
+            koordlet.wait_until(reported, timeout=30, what=", ".join(waited))
+        assert missing == [], koordlet.log_text()[-3000:]
+        text = koordlet.metrics_text()
+        up = {c: koordlet.metric("koordlet_collector_up", collector=c) for c in ("cpi", "psi")}
+    exported = families(text)
+    absent, wrong = [], []
+    for name, (kind, labels) in UPSTREAM.items():
+        if name in NOT_MEASURED:
+            assert name not in exported, name
+            continue
+        if name not in exported:
+            needs = NEEDS_COLLECTOR.get(name.replace("koordlet_container_psi", "koordlet_pod_psi"))
+            if name in ONLY_WHEN or (needs is not None and up[needs] != 1):
+                continue
+            absent.append(name)
+            continue
+        got_kind, got_labels = exported[name]
+        if got_kind != kind or not set(labels) <= got_labels:
+            wrong.append((name, kind, labels, got_kind, sorted(got_labels)))
+    assert not absent, (absent, up)
+    assert wrong == []
+    uid = {"pod_uid": pod.uid, "container_name": "main"}
+    assert koordlet_value(text, "koordlet_container_oom_score_adj", uid) == 600
+    requests = {**uid, "resource": keys.BATCH_CPU, "unit": "integer"}
+    assert koordlet_value(text, "koordlet_container_resource_requests", requests) == 500
+    allocatable = {"resource": keys.BATCH_MEMORY, "unit": "byte"}
+    assert koordlet_value(text, "koordlet_node_resource_allocatable", allocatable) == 6 << 30
+
+
+def koordlet_value(text: str, name: str, labels: dict[str, str]) -> float | None:
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and labels.items() <= sample.labels.items():
+                return float(sample.value)
+    return None

@@ -186,7 +186,12 @@ def test_be_memory_hog_is_evicted_and_the_ls_pod_keeps_running(node: Node) -> No
         found = evictions()
         assert len(found) == 1, (found, why, koordlet.log_text()[-2000:])
         assert "BEMemoryEvict" in found[0] and f">= threshold {threshold}%" in found[0]
-        assert koordlet.metric("koordlet_pod_eviction_total", reason="BEMemoryEvict") == 1
+        assert (
+            koordlet.metric(
+                "koordlet_pod_eviction_total", reason="trigger by koordlet feature BEMemoryEvict"
+            )
+            == 1
+        )
         time.sleep(6)  # past the cool-down: the stopped pod is not evicted again
         assert len(evictions()) == 1
         assert state(ls_cid) == RUNNING

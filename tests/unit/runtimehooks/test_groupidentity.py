@@ -188,6 +188,16 @@ def test_every_class_disabled_writes_nothing() -> None:
     assert groupidentity.kube_qos_values(rules) is None
 
 
+def test_system_class_cpu_qos_alone_does_not_turn_the_rule_on() -> None:
+    # Koordinator's parseRule: enable = lsrEnabled || lsEnabled || beEnabled; systemClass is
+    # not read (koordlet names it as set but unused)
+    system = {"systemClass": {"cpuQOS": {"enable": True, "groupIdentity": -1}}}
+    rules = Rules(slo=NodeSLOSpec.parse({"resourceQOSStrategy": system}), kernel=BVT)
+    for qos in ("SYSTEM", "LS", "BE"):
+        assert groupidentity.pod(pod(qos, cgroup_dir=BESTEFFORT_DIR), rules, STAGE) is None
+    assert groupidentity.kube_qos_values(rules) is None
+
+
 @pytest.mark.parametrize(
     ("request_", "slo", "expected"),
     [

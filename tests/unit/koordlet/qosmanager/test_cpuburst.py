@@ -151,7 +151,14 @@ def test_scaled_values_are_exported_and_dropped_with_the_container(node: Node) -
     metrics = KoordletMetrics("node1")
     strategy = CPUBurst(node.executor, metrics=metrics)
     strategy.run(node.ctx([pod], "cpuBurstOnly"))
-    labels = {"node": "node1", "pod": "default/web", "container": "a"}
+    # Koordinator's label names
+    labels = {
+        "node": "node1",
+        "pod_namespace": "default",
+        "pod_name": "web",
+        "container_id": "web-c0",
+        "container_name": "a",
+    }
     get = metrics.registry.get_sample_value
     assert get("koordlet_container_scaled_cfs_burst_us", labels) == 200_000  # at the quota
     assert get("koordlet_container_scaled_cfs_quota_us", labels) == 200_000

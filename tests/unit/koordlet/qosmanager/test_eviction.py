@@ -203,8 +203,17 @@ def test_an_eviction_is_audited_and_counted() -> None:
     expected = "node memory 80% >= 70%; victim gives back 2048 MiB (containers stopped)"
     assert action.reason == expected
     assert action.inputs == {"usage_percent": 80}
-    labels = {"node": "node1", "reason": "BEMemoryEvict"}
+    labels = {"node": "node1", "reason": "trigger by koordlet feature BEMemoryEvict"}
     assert metrics.registry.get_sample_value("koordlet_pod_eviction_total", labels) == 1.0
+    detail = {**labels, "pod_namespace": "default", "pod_name": "a"}
+    get = metrics.registry.get_sample_value
+    assert get("koordlet_pod_eviction_detail_total", detail) == 1.0
+    # Koordinator forgets a pod's detail series 5 minutes after its last change
+    metrics.expire_eviction_details(ctx.now + 299)
+    assert get("koordlet_pod_eviction_detail_total", detail) == 1.0
+    metrics.expire_eviction_details(ctx.now + 301)
+    assert get("koordlet_pod_eviction_detail_total", detail) is None
+    assert get("koordlet_pod_eviction_total", labels) == 1.0  # the total stays
 
 
 def test_a_failed_eviction_is_not_counted() -> None:
@@ -214,7 +223,7 @@ def test_a_failed_eviction_is_not_counted() -> None:
 
     assert not evictor.evict(ctx_at(), "MemoryEvict", memory_task("BEMemoryEvict", GIB, [a]), a)
 
-    labels = {"node": "node1", "reason": "BEMemoryEvict"}
+    labels = {"node": "node1", "reason": "trigger by koordlet feature BEMemoryEvict"}
     assert not metrics.registry.get_sample_value("koordlet_pod_eviction_total", labels)
     assert not evictor.is_terminating(a, NOW)
 

@@ -347,7 +347,7 @@ def test_the_eviction_is_an_audited_action_with_the_numbers() -> None:
 
 def test_evictions_are_counted_in_the_metric() -> None:
     metrics = KoordletMetrics("node1")
-    labels = {"node": "node1", "reason": "BEMemoryEvict"}
+    labels = {"node": "node1", "reason": "trigger by koordlet feature BEMemoryEvict"}
     assert not metrics.registry.get_sample_value("koordlet_pod_eviction_total", labels)
 
     ctx = run_ctx([be("a"), be("b"), be("c")], {"a": GIB, "b": GIB, "c": GIB}, percent=80)

@@ -238,6 +238,28 @@ def test_validate_configmap_over_https(tmp_path: Path) -> None:
     run(tmp_path, scenario, slo_validator=stand_in)
 
 
+def test_validate_configmap_warns_about_what_is_accepted_but_not_used(tmp_path: Path) -> None:
+    data = {
+        "colocation-config": '{"enable": true}',
+        "resource-amplification-config": '{"enable": true, "resourceAmplificationRatio": '
+        '{"cpu": 1.37}}',
+    }
+    body = builders.review(
+        {"metadata": {"name": "slo-controller-config", "namespace": NAMESPACE}, "data": data},
+        kind="ConfigMap",
+        namespace=NAMESPACE,
+    )
+
+    async def scenario(h: Harness) -> None:
+        response = _answer(*await h.post("/validate-configmap", body))
+        assert response["allowed"] is True  # Koordinator's ConfigMap still applies
+        (warning,) = response["warnings"]
+        assert warning.startswith("refused: resource-amplification-config: ")
+        assert warning.endswith("ignored although enable is true")
+
+    run(tmp_path, scenario)
+
+
 def test_healthz(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         async with h.session.get(
