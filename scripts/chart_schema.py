@@ -45,7 +45,6 @@ SCALAR = {"tag": {"type": ["string", "number"]}}
 # Koordinator's chart keys (v1.8) that ours does not have, by parent path.
 KOORDINATOR_KEYS = {
     (): [
-        "crds",
         "installation",
         "featureGates",
         "imageRepositoryHost",
@@ -53,6 +52,19 @@ KOORDINATOR_KEYS = {
         "serviceAccount",
         "descheduler",
         "deviceDaemon",
+    ],
+    # Koordinator's CRDs that this chart does not have: their switches change nothing here.
+    ("crds",): [
+        "devices",
+        "elasticquotaprofiles",
+        "elasticquotas",
+        "noderesourcetopologies",
+        "recommendations",
+        "reservations",
+        "podgroups",
+        "podmigrationjobs",
+        "clusternetworktopologies",
+        "scheduleexplanations",
     ],
     ("koordlet",): [
         "features",

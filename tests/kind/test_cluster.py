@@ -63,15 +63,16 @@ def test_a_profile_turns_a_pod_into_batch(kind_cluster: Any, tmp_path: Any) -> N
 def test_the_extender_answers_through_its_service(kind_cluster: Any) -> None:
     """koord-scheduler's replicas are ready and its Service answers over HTTPS (what
     kube-scheduler dials once the rendered KubeSchedulerConfiguration is merged)."""
-    service = "koordinator-koordinator-py-scheduler"
+    service = "koord-scheduler-service"
     kind_cluster.kubectl(
-        "-n", "koordinator-system", "rollout", "status", f"deployment/{service}", "--timeout=180s"
-    )
+        "-n", "koordinator-system", "rollout", "status", "deployment/koord-scheduler",
+        "--timeout=180s",
+    )  # fmt: skip
     path = f"/api/v1/namespaces/koordinator-system/services/https:{service}:443/proxy/healthz"
     assert wait_for(lambda: kind_cluster.kubectl("get", "--raw", path).strip() == "ok")
     config = kubectl_json(
         kind_cluster, "-n", "koordinator-system", "get", "configmap",
-        "koordinator-koordinator-py-kube-scheduler-config",
+        "koord-scheduler-extender-config",
     )  # fmt: skip
     assert "filterVerb: filter" in config["data"]["kube-scheduler-config.yaml"]
 
@@ -125,7 +126,7 @@ def test_the_story_batch_resources_appear_be_pods_get_batch_values(
     assert pod["metadata"]["labels"]["koordinator.sh/qosClass"] == "BE"
     status = wait_for(
         lambda: "batch resources" in kind_cluster.kubectl(
-            "-n", "koordinator-system", "exec", "ds/koordinator-koordinator-py-koordlet", "--",
+            "-n", "koordinator-system", "exec", "ds/koordlet", "--",
             "koordctl", "status",
         )
     )  # fmt: skip

@@ -1,28 +1,28 @@
 {{/*
-Names and labels shared by every component. A component's objects are named
-"<fullname>-<component>" and carry app.kubernetes.io/component: <component>.
+Names and labels shared by every component. Objects carry app.kubernetes.io/component:
+<component>; their names are Koordinator's (koordinator-py.objectName).
 */}}
 
-{{/* The chart's name, or nameOverride. */}}
+{{/* The chart's name, or nameOverride: the app.kubernetes.io/name label. */}}
 {{- define "koordinator-py.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
 {{/*
-The release's base name: fullnameOverride, else the release name when it already contains the
-chart's name, else "<release>-<name>". Kept to 52 characters so that "-koordlet" and the like
-still fit the 63 of a label value.
+An object's name: (list root NAME). Koordinator's chart names its objects without the release
+(koordlet, koord-manager, koordinator-webhook-service, ...), and so does this one, so that what
+was written for Koordinator (kubectl commands, alerts, scripts) finds them. fullnameOverride, when
+set, goes in front of every name the chart derives ("<fullnameOverride>-koordlet"): a second
+release in one cluster needs that, since ClusterRoles, their bindings and the webhook
+configurations are cluster-wide. It is cut to 30 characters so that the longest Service name
+(<fullnameOverride>-koordinator-webhook-service) stays within a DNS label's 63.
 */}}
-{{- define "koordinator-py.fullname" -}}
-{{- if .Values.fullnameOverride -}}
-{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
+{{- define "koordinator-py.objectName" -}}
+{{- $prefix := (index . 0).Values.fullnameOverride | default "" | trunc 30 | trimSuffix "-" -}}
+{{- if $prefix -}}
+{{- printf "%s-%s" $prefix (index . 1) -}}
 {{- else -}}
-{{- $name := include "koordinator-py.name" . -}}
-{{- if contains $name .Release.Name -}}
-{{- .Release.Name | trunc 52 | trimSuffix "-" -}}
-{{- else -}}
-{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" -}}
-{{- end -}}
+{{- index . 1 -}}
 {{- end -}}
 {{- end -}}
 
@@ -41,9 +41,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: koordinator-py
 {{- end -}}
 
-{{/* koordlet: its objects' name. */}}
+{{/* koordlet: the DaemonSet's and the ServiceAccount's name (Koordinator's). */}}
 {{- define "koordinator-py.koordlet.fullname" -}}
-{{- printf "%s-koordlet" (include "koordinator-py.fullname" .) -}}
+{{- include "koordinator-py.objectName" (list . "koordlet") -}}
 {{- end -}}
 
 {{/* koordlet: the labels its pods are selected by (never change them on upgrade). */}}
@@ -119,9 +119,9 @@ JSON, and Go would print 104857600 as 1.048576e+08: whole numbers are printed as
 {{- end -}}
 {{- end -}}
 
-{{/* manager: its objects' name. */}}
+{{/* manager: the Deployment's and the ServiceAccount's name (Koordinator's). */}}
 {{- define "koordinator-py.manager.fullname" -}}
-{{- printf "%s-manager" (include "koordinator-py.fullname" .) -}}
+{{- include "koordinator-py.objectName" (list . "koord-manager") -}}
 {{- end -}}
 
 {{/* manager: the labels its pods are selected by (never change them on upgrade). */}}
@@ -157,12 +157,12 @@ app.kubernetes.io/component: manager
 
 {{/* manager: the webhook Service, whose DNS names the serving certificate carries. */}}
 {{- define "koordinator-py.manager.webhookServiceName" -}}
-{{- printf "%s-webhook" (include "koordinator-py.fullname" .) -}}
+{{- include "koordinator-py.objectName" (list . "koordinator-webhook-service") -}}
 {{- end -}}
 
 {{/* manager: the Secret with tls.crt and tls.key. */}}
 {{- define "koordinator-py.manager.certSecretName" -}}
-{{- default (printf "%s-tls" (include "koordinator-py.manager.fullname" .)) .Values.manager.webhook.certificates.existingSecret -}}
+{{- default (include "koordinator-py.objectName" (list . "koordinator-webhook-certs")) .Values.manager.webhook.certificates.existingSecret -}}
 {{- end -}}
 
 {{/* manager: where the container finds tls.crt and tls.key (--webhook-cert-dir). */}}
@@ -255,9 +255,17 @@ The label that puts a ConfigMap under the manager's validating webhook (slo-cont
 koordinator-py.io/validated-by: koord-manager
 {{- end -}}
 
-{{/* scheduler: its objects' name, and its HTTPS Service's. */}}
+{{/* scheduler: the Deployment's and the ServiceAccount's name (Koordinator's). */}}
 {{- define "koordinator-py.scheduler.fullname" -}}
-{{- printf "%s-scheduler" (include "koordinator-py.fullname" .) -}}
+{{- include "koordinator-py.objectName" (list . "koord-scheduler") -}}
+{{- end -}}
+
+{{/*
+scheduler: its HTTPS Service, which kube-scheduler calls and whose DNS names the serving
+certificate carries (Koordinator's scheduler has none: named as its webhook Service is).
+*/}}
+{{- define "koordinator-py.scheduler.serviceName" -}}
+{{- include "koordinator-py.objectName" (list . "koord-scheduler-service") -}}
 {{- end -}}
 
 {{/* scheduler: the labels its pods are selected by (never change them on upgrade). */}}
@@ -293,7 +301,7 @@ app.kubernetes.io/component: scheduler
 
 {{/* scheduler: the Secret with tls.crt and tls.key. */}}
 {{- define "koordinator-py.scheduler.certSecretName" -}}
-{{- default (printf "%s-tls" (include "koordinator-py.scheduler.fullname" .)) .Values.scheduler.certificates.existingSecret -}}
+{{- default (include "koordinator-py.objectName" (list . "koord-scheduler-certs")) .Values.scheduler.certificates.existingSecret -}}
 {{- end -}}
 
 {{/* scheduler: where the container finds tls.crt and tls.key (--cert-dir). */}}
@@ -303,7 +311,7 @@ app.kubernetes.io/component: scheduler
 
 {{/* scheduler: the ConfigMap with its LoadAware arguments. */}}
 {{- define "koordinator-py.scheduler.loadAwareConfigName" -}}
-{{- printf "%s-loadaware" (include "koordinator-py.scheduler.fullname" .) -}}
+{{- include "koordinator-py.objectName" (list . "koord-scheduler-loadaware-config") -}}
 {{- end -}}
 
 {{/* scheduler: the LoadAware arguments' file in that ConfigMap and in the container. */}}
@@ -321,7 +329,7 @@ loadaware.yaml
 
 {{/* scheduler: the name kube-scheduler calls and checks the certificate for. */}}
 {{- define "koordinator-py.scheduler.serverName" -}}
-{{- printf "%s.%s.svc" (include "koordinator-py.scheduler.fullname" .) .Release.Namespace -}}
+{{- printf "%s.%s.svc" (include "koordinator-py.scheduler.serviceName" .) .Release.Namespace -}}
 {{- end -}}
 
 {{/*
@@ -329,7 +337,7 @@ scheduler: the DNS names of its serving certificate, comma-separated (what the g
 koordinator-py.io/dns-names annotation records).
 */}}
 {{- define "koordinator-py.scheduler.dnsNames" -}}
-{{- $svc := include "koordinator-py.scheduler.fullname" . -}}
+{{- $svc := include "koordinator-py.scheduler.serviceName" . -}}
 {{- $ns := .Release.Namespace -}}
 {{- join "," (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.scheduler.certificates.clusterDomain)) -}}
 {{- end -}}
@@ -351,7 +359,7 @@ generated.
 {{- $_ := set . "koordinatorPySchedulerTLS" (dict "ca" (get $data "ca.crt" | b64dec) "crt" (get $data "tls.crt" | b64dec) "key" (get $data "tls.key" | b64dec)) -}}
 {{- end -}}
 {{- end -}}
-{{- include "koordinator-py.generatedTLS" (dict "root" . "cacheKey" "koordinatorPySchedulerTLS" "service" (include "koordinator-py.scheduler.fullname" .) "certificates" .Values.scheduler.certificates) -}}
+{{- include "koordinator-py.generatedTLS" (dict "root" . "cacheKey" "koordinatorPySchedulerTLS" "service" (include "koordinator-py.scheduler.serviceName" .) "certificates" .Values.scheduler.certificates) -}}
 {{- end -}}
 
 {{/*
@@ -413,8 +421,28 @@ ConfigMap to merge, and the chart's own kube-scheduler), as a one-item YAML list
 {{- if and .Values.scheduler.enabled .Values.scheduler.kubeScheduler.enabled -}}true{{- end -}}
 {{- end -}}
 
+{{/*
+The chart's kube-scheduler (Koordinator's chart has none: its koord-scheduler is a
+kube-scheduler build): its Deployment's and ServiceAccount's name, in Koordinator's style.
+*/}}
 {{- define "koordinator-py.kubeScheduler.fullname" -}}
-{{- printf "%s-kube-scheduler" (include "koordinator-py.fullname" .) -}}
+{{- include "koordinator-py.objectName" (list . "koord-kube-scheduler") -}}
+{{- end -}}
+
+{{/*
+Its KubeSchedulerConfiguration: the scheduler named koord-scheduler's, as Koordinator's
+koord-scheduler-config is (the same profile and Lease).
+*/}}
+{{- define "koordinator-py.kubeScheduler.configName" -}}
+{{- include "koordinator-py.objectName" (list . "koord-scheduler-config") -}}
+{{- end -}}
+
+{{/*
+scheduler: the ConfigMap with the extenders entry to merge into the cluster's own
+kube-scheduler configuration (scheduler-config.yaml; NOTES.txt names it).
+*/}}
+{{- define "koordinator-py.scheduler.extenderConfigName" -}}
+{{- include "koordinator-py.objectName" (list . "koord-scheduler-extender-config") -}}
 {{- end -}}
 
 {{- define "koordinator-py.kubeScheduler.serviceAccountName" -}}

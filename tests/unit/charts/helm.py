@@ -11,13 +11,16 @@ and what it does not, and how this module gets what the tests need:
 - It has no client-only rendering (no ``helm template``, no dry run): the library exports
   install, upgrade, lint, package and friends, and its install options have no dry-run
   switch. ``Render`` runs Helm's real install action against ``FakeAPIServer``, a small
-  in-process Kubernetes API (discovery, create, get; CRDs become served types once created)
-  with Helm's memory storage driver. The release it returns carries the manifest exactly as
-  ``helm install`` renders it, and the server keeps every object Helm created, the CRDs
-  from crds/ included. ``Render(upgrades=...)`` then runs ``helm upgrade`` with each set of
-  values in turn on the same cluster. The server refuses PATCH, so an upgrade that would
-  change an object fails: upgrades show what a re-render leaves as it was (and ``lookup``
-  sees what the install created).
+  in-process Kubernetes API (discovery, create, get, delete; CRDs become served types once
+  created) with Helm's memory storage driver. The release it returns carries the manifest
+  exactly as ``helm install`` renders it, and the server keeps every object Helm created (a
+  chart's crds/ folder too; this chart's CRDs are templates). ``Render(upgrades=...)`` then
+  runs ``helm upgrade`` with each set of values in turn on the same cluster (with
+  ``upgrade_chart``, another chart: a new version of it). The server refuses PATCH, so an
+  upgrade that would change an object fails naming it: upgrades show what a re-render leaves
+  as it was (and ``lookup`` sees what the install created), or that Helm would update an
+  object. ``Render(uninstall=True)`` ends with ``helm uninstall``: what Helm deleted, and
+  what the cluster still holds, come back.
 
 Go's runtime sees the environment the process started with (``os.environ`` changes made
 later never reach it), so HELM_DRIVER and Helm's home folders must be set when the process
@@ -112,6 +115,10 @@ class Render:
     # Objects the cluster has before the install (what ``lookup`` finds), e.g. PriorityClasses
     # of another release.
     existing: tuple[Mapping[str, Any], ...] = ()
+    # The chart the upgrades run (None: ``chart``), e.g. a new version of it.
+    upgrade_chart: Path | None = None
+    # Run ``helm uninstall`` after the install and the upgrades.
+    uninstall: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,11 +148,15 @@ class LintResult:
 class Release:
     """What ``helm install`` rendered and created.
 
-    ``objects``: the release manifest, document by document, as the templates rendered it.
-    ``created``: what the API server received, in order (the CRDs first, then the manifest's
-    objects with the metadata Helm adds). ``error``: why Helm failed (then both are empty,
-    unless an upgrade failed: then they are the last good revision's). ``revisions``: the
-    manifest of each revision, the install's first (with ``Render(upgrades=...)``).
+    ``objects``: the release manifest, document by document, as the templates rendered it;
+    ``manifest``: the same as Helm's text, with its ``# Source: CHART/templates/FILE`` line
+    before each document. ``created``: what the API server received, in order (a crds/
+    folder's CRDs first, then the manifest's objects in Helm's install order, with the
+    metadata Helm adds). ``error``: why Helm failed (then all three are empty, unless an
+    upgrade or the uninstall failed: then they are the last good revision's). ``revisions``:
+    the manifest of each revision, the install's first (with ``Render(upgrades=...)``).
+    ``deleted``: what Helm deleted, in order (upgrades drop objects; ``uninstall``);
+    ``cluster``: every object the fake cluster holds at the end, those of ``existing`` too.
     """
 
     objects: tuple[dict[str, Any], ...] = ()
@@ -153,6 +164,9 @@ class Release:
     notes: str = ""
     error: str = ""
     revisions: tuple[tuple[dict[str, Any], ...], ...] = ()
+    manifest: str = ""
+    deleted: tuple[dict[str, Any], ...] = ()
+    cluster: tuple[dict[str, Any], ...] = ()
 
     def all(self, kind: str) -> list[dict[str, Any]]:
         return [o for o in self.objects if o.get("kind") == kind]
@@ -240,6 +254,8 @@ def _encode(request: Request) -> dict[str, Any]:
         "kube_version": request.kube_version,
         "upgrades": [dict(v) for v in request.upgrades],
         "existing": [dict(o) for o in request.existing],
+        "upgrade_chart": str(request.upgrade_chart or request.chart),
+        "uninstall": request.uninstall,
     }
 
 
@@ -253,6 +269,9 @@ def _decode(answer: Mapping[str, Any]) -> Result:
         notes=answer["notes"],
         error=answer["error"],
         revisions=tuple(tuple(r) for r in answer["revisions"]),
+        manifest=answer["manifest"],
+        deleted=tuple(answer["deleted"]),
+        cluster=tuple(answer["cluster"]),
     )
 
 
@@ -322,11 +341,13 @@ VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
 
 class FakeAPIServer:
-    """Just enough of a Kubernetes API server for ``helm install``: discovery, create, get.
+    """Just enough of a Kubernetes API server for ``helm install``: discovery, create, get,
+    and delete (``helm uninstall``, and what an upgrade drops).
 
-    Objects are kept by path; creating an existing one is a 409, anything else that writes
-    (update, patch, delete) a 405, so a Helm that tried would fail loudly. A created CRD is
-    Established at once and its versions join discovery.
+    Objects are kept by path; creating an existing one is a 409, deleting a missing one a 404,
+    updating one (PUT, PATCH) a 405, so a Helm that tried would fail loudly. A created CRD is
+    Established at once and its versions join discovery (and stay served once it is deleted:
+    nothing here needs them gone).
     """
 
     def __init__(self, kube_version: str = "1.31.0") -> None:
@@ -334,6 +355,7 @@ class FakeAPIServer:
         self.resources: list[APIResource] = list(BUILTIN)
         self.objects: dict[str, dict[str, Any]] = {}
         self.created: list[dict[str, Any]] = []
+        self.deleted: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -429,6 +451,14 @@ class FakeAPIServer:
             self.objects[key] = stored
             self.created.append(copy.deepcopy(body))
             return 201, stored
+
+    def delete(self, path: str) -> tuple[int, Any]:
+        with self._lock:
+            if path not in self.objects:
+                return _status(404, "NotFound", f"{path} not found")
+            gone = self.objects.pop(path)
+            self.deleted.append(copy.deepcopy(gone))
+            return 200, gone
 
     def seed(self, obj: Mapping[str, Any]) -> None:
         """Store ``obj`` as if created before the install (not counted in ``created``)."""
@@ -569,11 +599,15 @@ class FakeAPIServer:
                     return
                 self._reply(api.create(urlsplit(self.path).path, body))
 
+            def do_DELETE(self) -> None:
+                self._body()  # DeleteOptions: the propagation policy does not matter here
+                self._reply(api.delete(urlsplit(self.path).path))
+
             def _refuse(self) -> None:
                 self._body()
                 self._reply(_status(405, "MethodNotAllowed", f"{self.command} is not served"))
 
-            do_PUT = do_PATCH = do_DELETE = _refuse
+            do_PUT = do_PATCH = _refuse
 
         return Handler
 
@@ -620,6 +654,9 @@ def _child_render(helm: Any, request: Mapping[str, Any]) -> dict[str, Any]:
         "notes": "",
         "error": "",
         "revisions": [],
+        "manifest": "",
+        "deleted": [],
+        "cluster": [],
     }
     with FakeAPIServer(request["kube_version"]) as api:
         for obj in request.get("existing", []):
@@ -627,10 +664,13 @@ def _child_render(helm: Any, request: Mapping[str, Any]) -> dict[str, Any]:
         config = helm.Configuration(
             namespace=request["namespace"], kubeconfig=api.kubeconfig(request["namespace"])
         )
-        name, chart = request["release"], request["chart"]
-        actions = [(helm.Install(config), request["values"])]
-        actions += [(helm.Upgrade(config), values) for values in request.get("upgrades", [])]
-        for action, values in actions:
+        name = request["release"]
+        upgrade_chart = request.get("upgrade_chart", request["chart"])
+        actions = [(helm.Install(config), request["chart"], request["values"])]
+        actions += [
+            (helm.Upgrade(config), upgrade_chart, values) for values in request.get("upgrades", [])
+        ]
+        for action, chart, values in actions:
             try:
                 release = asyncio.run(
                     action.run(name, chart, values=values, wait=False, timeout=60)
@@ -641,8 +681,16 @@ def _child_render(helm: Any, request: Mapping[str, Any]) -> dict[str, Any]:
             objects = [d for d in yaml.safe_load_all(release.get("manifest", "")) if d]
             answer["revisions"].append(objects)
             answer["objects"] = objects
+            answer["manifest"] = release.get("manifest", "")
             answer["notes"] = release.get("info", {}).get("notes", "")
+        if request.get("uninstall") and not answer["error"]:
+            try:
+                asyncio.run(helm.Uninstall(config).run(name, wait=False, timeout=60))
+            except helm.HelmError as err:
+                answer["error"] = str(err)
         answer["created"] = list(api.created) if answer["revisions"] else []
+        answer["deleted"] = list(api.deleted)
+        answer["cluster"] = list(api.objects.values())
     return answer
 
 

@@ -33,8 +33,10 @@ from tests.unit.charts.conftest import (
 )
 
 CHART_VALUES: dict[str, Any] = yaml.safe_load((helm.CHART / "values.yaml").read_text())
-# The koordlet's objects in the default release (the manager's sit beside them).
-KOORDLET = "koordinator-koordinator-py-koordlet"
+# The koordlet's objects in the default release, named as Koordinator's chart names them.
+KOORDLET = "koordlet"
+KOORDLET_ROLE = "koordlet-role"
+KOORDLET_METRICS = "koordlet-service"
 
 # Host path -> where the koordlet container sees it.
 HOST_MOUNTS = {
@@ -230,7 +232,7 @@ def test_feature_gates_reach_koordlet_and_are_its_own(outcome: Outcome) -> None:
 
 def test_custom_values_reach_the_daemonset(outcomes: dict[str, Outcome]) -> None:
     release = outcomes["custom"].release
-    daemonset = release.find("DaemonSet", "qos-koordlet")
+    daemonset = release.find("DaemonSet", "qos-koordlet")  # fullnameOverride's prefix
     pod = daemonset["spec"]["template"]["spec"]
     container = koordlet_container(release)
     assert pod["tolerations"] == CUSTOM_TOLERATIONS
@@ -271,8 +273,8 @@ def test_default_scheduling_reaches_every_linux_node(default: helm.Release) -> N
 
 def test_rbac_is_exactly_what_koordlet_reads_and_writes(outcomes: dict[str, Outcome]) -> None:
     release = outcomes["default"].release
-    role = release.find("ClusterRole", KOORDLET)
-    binding = release.find("ClusterRoleBinding", KOORDLET)
+    role = release.find("ClusterRole", KOORDLET_ROLE)
+    binding = release.find("ClusterRoleBinding", "koordlet-rolebinding")
     account = release.find("ServiceAccount", KOORDLET)
     pod = release.find("DaemonSet")["spec"]["template"]["spec"]
     assert role["rules"] == KOORDLET_RULES
@@ -333,7 +335,7 @@ def koordlet_calls() -> list[tuple[str, str]]:
 def test_rbac_allows_every_call_koordlet_makes(default: helm.Release) -> None:
     allowed = {
         (group, resource, verb)
-        for rule in default.find("ClusterRole", KOORDLET)["rules"]
+        for rule in default.find("ClusterRole", KOORDLET_ROLE)["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
@@ -473,13 +475,20 @@ CRDS = [
 ]
 
 
+def created_before_the_workloads(release: helm.Release, kind: str, name: str) -> bool:
+    """Whether Helm created ``kind``/``name`` before every DaemonSet and Deployment (whose pods
+    watch the CRDs' kinds from their start)."""
+    created = [(o["kind"], o["metadata"]["name"]) for o in release.created]
+    workloads = [i for i, (k, _) in enumerate(created) if k in ("DaemonSet", "Deployment")]
+    return bool(workloads) and created.index((kind, name)) < min(workloads)
+
+
 @pytest.mark.parametrize("case", CRDS)
-def test_crds_are_koordinators_and_helm_installs_them_first(
+def test_crds_are_koordinators_and_helm_creates_them_before_the_workloads(
     default: helm.Release, case: CRDCase
 ) -> None:
-    created = [o["metadata"]["name"] for o in default.created]
-    assert created.index(case.name) < len(default.crds)  # from crds/, before the templates
-    (crd,) = [c for c in default.crds if c["metadata"]["name"] == case.name]
+    assert created_before_the_workloads(default, "CustomResourceDefinition", case.name)
+    crd = default.find("CustomResourceDefinition", case.name)  # a template of the release
     assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
     spec = crd["spec"]
     assert spec["group"] == "slo.koordinator.sh"
@@ -497,7 +506,6 @@ def test_crds_are_koordinators_and_helm_installs_them_first(
     assert set(schema["properties"]) == {"apiVersion", "kind", "metadata", "spec", "status"}
     assert set(schema["properties"]["spec"]["properties"]) == case.spec_fields
     assert set(schema["properties"]["status"].get("properties", {})) == case.status_fields
-    assert not any(o["kind"] == "CustomResourceDefinition" for o in default.objects)
 
 
 # -- monitoring --------------------------------------------------------------------------------
@@ -508,21 +516,21 @@ def test_service_monitor_and_dashboard_are_off_by_default(default: helm.Release)
     # The manager's webhook Service and the scheduler's HTTPS Service: no metrics Service for
     # koordlet or the manager.
     assert sorted(s["metadata"]["name"] for s in default.all("Service")) == [
-        "koordinator-koordinator-py-scheduler",
-        "koordinator-koordinator-py-webhook",
+        "koord-scheduler-service",
+        "koordinator-webhook-service",
     ]
     assert sorted(c["metadata"]["name"] for c in default.all("ConfigMap")) == [
-        "koordinator-koordinator-py-kube-scheduler",
-        "koordinator-koordinator-py-kube-scheduler-config",
-        "koordinator-koordinator-py-scheduler-loadaware",
+        "koord-scheduler-config",
+        "koord-scheduler-extender-config",
+        "koord-scheduler-loadaware-config",
         "slo-controller-config",
     ]
 
 
 def test_service_monitor_scrapes_every_koordlet(outcomes: dict[str, Outcome]) -> None:
     release = outcomes["monitoring"].release
-    monitor = release.find("ServiceMonitor", KOORDLET)
-    service = release.find("Service", KOORDLET)
+    monitor = release.find("ServiceMonitor", "koordlet-service-monitor")
+    service = release.find("Service", KOORDLET_METRICS)
     daemonset = release.find("DaemonSet")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["metadata"]["labels"]["release"] == "prometheus"

@@ -1,4 +1,4 @@
-"""The chart's three CRD schemas (charts/koordinator-py/crds), checked with an independent
+"""The chart's three CRD schemas (charts/koordinator-py/templates/crd), checked with an independent
 JSON Schema validator (the ``jsonschema`` package, Draft 2020-12) rather than with this
 project's own readers: what koordlet and koord-manager write validates, Koordinator's documented
 forms validate, a misspelt or mistyped field is refused, and each schema is structural as
@@ -17,10 +17,10 @@ Kubernetes is not JSON Schema, so ``json_schema`` adapts each openAPIV3Schema fi
 from __future__ import annotations
 
 import copy
+import functools
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
@@ -47,7 +47,8 @@ from tests.unit.manager.webhooks.test_pod_mutating import (
     MID_PROFILE,
 )
 
-CRDS = Path(__file__).parents[3] / "charts" / "koordinator-py" / "crds"
+# The CRDs' templates, named <group>_<plural>.yaml.
+CRDS = helm.CHART / "templates" / "crd"
 NODE_SLO = "slo.koordinator.sh_nodeslos.yaml"
 NODE_METRIC = "slo.koordinator.sh_nodemetrics.yaml"
 PROFILE = "config.koordinator.sh_clustercolocationprofiles.yaml"
@@ -56,8 +57,22 @@ SLO_API = "slo.koordinator.sh/v1alpha1"
 SchemaPath = tuple[str, ...]
 
 
+def crd_name(file: str) -> str:
+    group, plural = file.removesuffix(".yaml").split("_")
+    return f"{plural}.{group}"
+
+
+@functools.cache
+def rendered_crds() -> dict[str, dict[str, Any]]:
+    """The chart's CRDs by name, as its templates render with the default values (once per
+    test run: one Helm install in a child process)."""
+    release = helm.render(helm.CHART)
+    assert not release.error, release.error
+    return {o["metadata"]["name"]: o for o in release.all("CustomResourceDefinition")}
+
+
 def open_api_schema(file: str) -> dict[str, Any]:
-    crd = yaml.safe_load((CRDS / file).read_text())
+    crd = rendered_crds()[crd_name(file)]
     (version,) = crd["spec"]["versions"]
     schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
     return schema
@@ -775,9 +790,12 @@ def test_the_nodeslo_schema_keeps_every_field_koordlet_reads() -> None:
 
 
 def test_helm_installs_the_schemas_as_read_here(default: helm.Release) -> None:
-    """The files use YAML anchors; Helm's Go YAML must resolve them to the same schemas this
-    module validates against, or these tests would check something the cluster never gets."""
+    """The templates use YAML anchors, which this module resolves with Python's YAML from the
+    rendered manifest; Helm's Go YAML must resolve them to the same schemas in what it sends
+    the API server, or these tests would check something the cluster never gets."""
     installed = {crd["metadata"]["name"]: crd for crd in default.crds}
-    for file in (NODE_SLO, NODE_METRIC, PROFILE):
-        crd = yaml.safe_load((CRDS / file).read_text())
-        assert installed[crd["metadata"]["name"]] == crd
+    files = sorted(f.name for f in CRDS.iterdir())
+    assert files == sorted((NODE_SLO, NODE_METRIC, PROFILE))
+    assert any(": &" in (CRDS / file).read_text() for file in files)  # what this is about
+    for file in files:
+        assert installed[crd_name(file)]["spec"] == rendered_crds()[crd_name(file)]["spec"]

@@ -43,7 +43,7 @@ def test_a_missing_helm_sdkpy_says_how_to_install_it(monkeypatch: pytest.MonkeyP
         helm.run(helm.Lint(helm.CHART))
 
 
-def test_fake_api_server_creates_gets_and_refuses_duplicates() -> None:
+def test_fake_api_server_creates_gets_deletes_and_refuses_duplicates() -> None:
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
     with helm.FakeAPIServer() as api:
         assert call(api, "GET", "/version")[1]["gitVersion"] == "v1.31.0"
@@ -55,9 +55,14 @@ def test_fake_api_server_creates_gets_and_refuses_duplicates() -> None:
         assert [o["metadata"]["name"] for o in call(api, "GET", collection)[1]["items"]] == ["c"]
         assert call(api, "GET", f"{collection}/missing")[0] == 404
         assert call(api, "PUT", f"{collection}/c", config_map)[0] == 405
+        assert call(api, "PATCH", f"{collection}/c", {"data": {}})[0] == 405
         # A namespaced kind asked for without a namespace is no collection at all.
         assert call(api, "POST", "/api/v1/configmaps", config_map)[0] == 404
+        assert call(api, "DELETE", f"{collection}/c", {})[0] == 200
+        assert call(api, "GET", f"{collection}/c")[0] == 404
+        assert call(api, "DELETE", f"{collection}/c", {})[0] == 404
     assert api.created == [config_map]
+    assert api.deleted == [stored]
 
 
 def test_fake_api_server_serves_a_crds_kind_once_created() -> None:
@@ -142,3 +147,30 @@ def test_upgrades_run_on_the_same_cluster_and_may_not_change_objects(tmp_path: P
     assert [o["metadata"]["name"] for o in same.created] == ["tiny"]
     assert "PATCH is not served" in changed.error
     assert len(changed.revisions) == 1 and changed.objects == changed.revisions[0]
+
+
+def test_an_upgrade_to_another_chart_and_an_uninstall(tmp_path: Path) -> None:
+    """Render(upgrade_chart=..., uninstall=True): the upgrade runs the other chart; the
+    uninstall deletes the release's objects but those Helm is told to keep."""
+    charts = []
+    for version, extra in (("0.1.0", ""), ("0.2.0", "  color: blue\n")):
+        chart = tmp_path / version / "tiny"
+        (chart / "templates").mkdir(parents=True)
+        (chart / "Chart.yaml").write_text(f"apiVersion: v2\nname: tiny\nversion: {version}\n")
+        (chart / "templates" / "config.yaml").write_text(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: gone\n---\n"
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kept\n"
+            "  annotations:\n    helm.sh/resource-policy: keep\n"
+            f"data:\n  shape: round\n{extra}"
+        )
+        charts.append(chart)
+    same, other = helm.run(
+        helm.Render(charts[0], upgrades=({},), upgrade_chart=charts[0], uninstall=True),
+        helm.Render(charts[0], upgrades=({},), upgrade_chart=charts[1]),
+    )
+    assert isinstance(same, helm.Release) and isinstance(other, helm.Release)
+    assert not same.error
+    assert [o["metadata"]["name"] for o in same.deleted] == ["gone"]
+    assert [o["metadata"]["name"] for o in same.cluster] == ["kept"]
+    assert '"kept"' in other.error and "PATCH is not served" in other.error
+    assert not other.deleted and len(other.cluster) == 2

@@ -49,8 +49,13 @@ from tests.unit.charts.conftest import (
 )
 
 NAMESPACE = "koordinator-system"  # helm.Render's default
-MANAGER = "koordinator-koordinator-py-manager"
-WEBHOOK_SERVICE = "koordinator-koordinator-py-webhook"
+# The manager's objects in the default release, named as Koordinator's chart names them.
+MANAGER = "koord-manager"
+WEBHOOK_SERVICE = "koordinator-webhook-service"
+WEBHOOK_CERTS = "koordinator-webhook-certs"
+MANAGER_ROLE = "koord-manager-role"
+CONFIG_ROLE = "koord-manager-config-role"
+LEASE_ROLE = "koord-leader-election-role"
 KOORDLET_IMAGE = "koordinator-py/koordlet:0.1.0"
 
 MANAGER_CLUSTER_RULES = [
@@ -261,7 +266,7 @@ def test_manager_pod_is_non_root_read_only_probed_and_spread(default: helm.Relea
 
 def test_custom_values_reach_the_manager(outcomes: dict[str, Outcome]) -> None:
     release = release_of(outcomes, "custom")
-    deployment = release.find("Deployment", "qos-manager")
+    deployment = release.find("Deployment", "qos-koord-manager")  # fullnameOverride's prefix
     pod = pod_spec(release)
     container = manager_container(release)
     assert container["image"] == "registry.example.com/koord-manager:dev"
@@ -289,13 +294,13 @@ def test_custom_values_reach_the_manager(outcomes: dict[str, Outcome]) -> None:
     assert excluded == ["kube-system", "monitoring", NAMESPACE]
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         assert release.find(kind)["metadata"]["annotations"] == {"example.com/owner": "sre"}
-    service = release.find("Service", "qos-webhook")
+    service = release.find("Service", f"qos-{WEBHOOK_SERVICE}")
     assert service["spec"]["ports"][0]["port"] == 443
     assert container_port(release, "webhook") == 10250
-    cert = load_pem(release.find("Secret", "qos-manager-tls")["data"]["tls.crt"])
+    cert = load_pem(release.find("Secret", f"qos-{WEBHOOK_CERTS}")["data"]["tls.crt"])
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert "qos-webhook.koordinator-system.svc.example.internal" in names.get_values_for_type(
-        x509.DNSName
+    assert f"qos-{WEBHOOK_SERVICE}.koordinator-system.svc.example.internal" in (
+        names.get_values_for_type(x509.DNSName)
     )
     lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
     assert abs(lifetime - datetime.timedelta(days=365)) < datetime.timedelta(days=1)
@@ -519,15 +524,15 @@ def test_without_webhooks_the_manager_runs_its_controllers_only(
     assert options.webhook_port is None and options.leader_elect is False
     # No leader election: no Lease Role.
     roles = [r["metadata"]["name"] for r in manager_objects(release, "Role")]
-    assert roles == [f"{MANAGER}-config"]
+    assert roles == [CONFIG_ROLE]
 
 
 def test_a_disabled_manager_leaves_nothing_of_its_own(outcomes: dict[str, Outcome]) -> None:
     release = release_of(outcomes, "manager-disabled")
     assert not manager_objects(release)
     assert sorted(d["metadata"]["name"] for d in release.all("Deployment")) == [
-        "koordinator-koordinator-py-kube-scheduler",
-        "koordinator-koordinator-py-scheduler",
+        "koord-kube-scheduler",
+        "koord-scheduler",
     ]
     assert not release.all("MutatingWebhookConfiguration")
     assert not release.all("ValidatingWebhookConfiguration")
@@ -543,25 +548,25 @@ def test_rbac_is_exactly_what_the_manager_reads_and_writes(default: helm.Release
     assert account["metadata"]["namespace"] == NAMESPACE
     assert pod_spec(default)["serviceAccountName"] == MANAGER
     subject = [{"kind": "ServiceAccount", "name": MANAGER, "namespace": NAMESPACE}]
-    assert rules_of(default, "ClusterRole", MANAGER) == MANAGER_CLUSTER_RULES
-    binding = default.find("ClusterRoleBinding", MANAGER)
+    assert rules_of(default, "ClusterRole", MANAGER_ROLE) == MANAGER_CLUSTER_RULES
+    binding = default.find("ClusterRoleBinding", "koord-manager-rolebinding")
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "ClusterRole",
-        "name": MANAGER,
+        "name": MANAGER_ROLE,
     }
     assert binding["subjects"] == subject
     options = manager_options(default)
     roles = {
-        f"{MANAGER}-config": (MANAGER_CONFIG_RULES, options.config_namespace),
-        f"{MANAGER}-leader-election": (MANAGER_LEASE_RULES, options.leader_election_namespace),
+        CONFIG_ROLE: (MANAGER_CONFIG_RULES, options.config_namespace),
+        LEASE_ROLE: (MANAGER_LEASE_RULES, options.leader_election_namespace),
     }
     assert {r["metadata"]["name"] for r in manager_objects(default, "Role")} == set(roles)
     for name, (rules, namespace) in roles.items():
         role = default.find("Role", name)
         assert role["metadata"]["namespace"] == namespace
         assert role["rules"] == rules
-        binding = default.find("RoleBinding", name)
+        binding = default.find("RoleBinding", name.replace("-role", "-rolebinding"))
         assert binding["metadata"]["namespace"] == namespace
         assert binding["roleRef"] == {
             "apiGroup": "rbac.authorization.k8s.io",
@@ -581,9 +586,7 @@ def test_bring_your_own_account_runs_the_manager(outcomes: dict[str, Outcome]) -
 
 def test_cluster_colocation_profile_crd_is_koordinators(default: helm.Release) -> None:
     name = "clustercolocationprofiles.config.koordinator.sh"
-    created = [o["metadata"]["name"] for o in default.created]
-    assert created.index(name) < len(default.crds)  # from crds/, before the templates
-    (crd,) = [c for c in default.crds if c["metadata"]["name"] == name]
+    crd = default.find("CustomResourceDefinition", name)  # a template of the release
     spec = crd["spec"]
     assert spec["group"] == "config.koordinator.sh"
     assert spec["scope"] == "Cluster"
@@ -671,8 +674,8 @@ def test_the_crd_keeps_every_field_of_a_profile(default: helm.Release) -> None:
 
 def test_service_monitor_scrapes_every_manager_replica(outcomes: dict[str, Outcome]) -> None:
     release = release_of(outcomes, "monitoring")
-    monitor = release.find("ServiceMonitor", MANAGER)
-    service = release.find("Service", MANAGER)
+    monitor = release.find("ServiceMonitor", "koord-manager-service-monitor")
+    service = release.find("Service", "koord-manager-service")
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert monitor["spec"]["selector"]["matchLabels"].items() <= (
         service["metadata"]["labels"].items()
@@ -724,7 +727,7 @@ def allows(
     release: helm.Release, namespace: str | None, group: str, resource: str, verb: str
 ) -> bool:
     granted: list[tuple[str | None, dict[str, Any]]] = [
-        (None, rule) for rule in rules_of(release, "ClusterRole", MANAGER)
+        (None, rule) for rule in rules_of(release, "ClusterRole", MANAGER_ROLE)
     ]
     granted += [
         (role["metadata"]["namespace"], rule)
@@ -805,7 +808,7 @@ def test_the_manager_runs_with_the_charts_arguments_certificate_and_rbac(
     webhooks with the chart's certificate to a client that checks it as the API server does
     (caBundle, <service>.<namespace>.svc), accepts the chart's slo-controller-config, answers
     the probes, and every API call it makes is one the chart's RBAC allows."""
-    secret = default.find("Secret", f"{MANAGER}-tls")
+    secret = default.find("Secret", WEBHOOK_CERTS)
     for key in ("tls.crt", "tls.key"):
         (tmp_path / key).write_bytes(base64.b64decode(secret["data"][key]))
     ca_pem = base64.b64decode(

@@ -47,8 +47,13 @@ from tests.unit.charts.conftest import (
 )
 
 NAMESPACE = "koordinator-system"  # helm.Render's default
-SCHEDULER = "koordinator-koordinator-py-scheduler"
-KUBE_SCHEDULER_CONFIG = "koordinator-koordinator-py-kube-scheduler-config"
+# The extender's objects in the default release: koord-scheduler as Koordinator's chart names
+# it, the others in its style.
+SCHEDULER = "koord-scheduler"
+SCHEDULER_ROLE = "koord-scheduler-role"
+SCHEDULER_SERVICE = "koord-scheduler-service"
+SCHEDULER_CERTS = "koord-scheduler-certs"
+KUBE_SCHEDULER_CONFIG = "koord-scheduler-extender-config"
 CONFIG_KEY = "kube-scheduler-config.yaml"
 KOORDLET_IMAGE = "koordinator-py/koordlet:0.1.0"
 
@@ -147,7 +152,7 @@ def extender_of(release: helm.Release, name: str = KUBE_SCHEDULER_CONFIG) -> dic
 
 
 def extender_of_any(release: helm.Release) -> dict[str, Any]:
-    """The extender of whichever kube-scheduler-config ConfigMap the release has."""
+    """The extender of whichever extender-config ConfigMap the release has (its prefix)."""
     (config_map,) = [c for c in scheduler_objects(release, "ConfigMap") if CONFIG_KEY in c["data"]]
     return extender_of(release, config_map["metadata"]["name"])
 
@@ -253,7 +258,7 @@ def test_the_loadaware_arguments_are_the_load_aware_config_file(
 
 
 def test_the_default_loadaware_arguments_are_the_specified_ones(default: helm.Release) -> None:
-    (text,) = default.find("ConfigMap", f"{SCHEDULER}-loadaware")["data"].values()
+    (text,) = default.find("ConfigMap", "koord-scheduler-loadaware-config")["data"].values()
     assert yaml.safe_load(text) == {
         "usageThresholds": {"cpu": 65, "memory": 95},
         "nodeMetricExpirationSeconds": 180,
@@ -312,7 +317,7 @@ def test_scheduler_pod_is_non_root_read_only_probed_and_spread(default: helm.Rel
 
 def test_custom_values_reach_the_scheduler(outcomes: dict[str, Outcome]) -> None:
     release = release_of(outcomes, "custom")
-    deployment = release.find("Deployment", "qos-scheduler")
+    deployment = release.find("Deployment", "qos-koord-scheduler")  # fullnameOverride's prefix
     pod = pod_spec(release)
     container = scheduler_container(release)
     assert container["image"] == "registry.example.com/koord-scheduler:dev"
@@ -332,17 +337,16 @@ def test_custom_values_reach_the_scheduler(outcomes: dict[str, Outcome]) -> None
     template = deployment["spec"]["template"]["metadata"]
     assert template["annotations"]["example.com/team"] == "sre"
     assert template["labels"]["example.com/tier"] == "control"
-    extender = extender_of(release, "qos-kube-scheduler-config")
-    assert extender["urlPrefix"] == f"https://qos-scheduler.{NAMESPACE}.svc:443/koord/extender"
-    assert extender["tlsConfig"]["serverName"] == f"qos-scheduler.{NAMESPACE}.svc"
+    extender = extender_of(release, f"qos-{KUBE_SCHEDULER_CONFIG}")
+    server_name = f"qos-{SCHEDULER_SERVICE}.{NAMESPACE}.svc"
+    assert extender["urlPrefix"] == f"https://{server_name}:443/koord/extender"
+    assert extender["tlsConfig"]["serverName"] == server_name
     assert (extender["weight"], extender["httpTimeout"], extender["ignorable"]) == (3, "2s", True)
     assert "bindVerb" not in extender
     assert container_port(release, "https") == 9443
-    cert = load_pem(release.find("Secret", "qos-scheduler-tls")["data"]["tls.crt"])
+    cert = load_pem(release.find("Secret", f"qos-{SCHEDULER_CERTS}")["data"]["tls.crt"])
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert f"qos-scheduler.{NAMESPACE}.svc.example.internal" in names.get_values_for_type(
-        x509.DNSName
-    )
+    assert f"{server_name}.example.internal" in names.get_values_for_type(x509.DNSName)
     lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
     assert abs(lifetime - datetime.timedelta(days=365)) < datetime.timedelta(days=1)
 
@@ -386,12 +390,13 @@ def test_rbac_is_exactly_what_the_scheduler_reads_and_writes(default: helm.Relea
     account = default.find("ServiceAccount", SCHEDULER)
     assert account["metadata"]["namespace"] == NAMESPACE
     assert pod_spec(default)["serviceAccountName"] == SCHEDULER
-    assert default.find("ClusterRole", SCHEDULER)["rules"] == SCHEDULER_RULES
-    binding = default.find("ClusterRoleBinding", SCHEDULER)
+    assert default.find("ClusterRole", SCHEDULER_ROLE)["rules"] == SCHEDULER_RULES
+    # Koordinator's name for the binding of koord-scheduler-role.
+    binding = default.find("ClusterRoleBinding", "koord-scheduler-rolebinding-custom")
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "ClusterRole",
-        "name": SCHEDULER,
+        "name": SCHEDULER_ROLE,
     }
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": SCHEDULER, "namespace": NAMESPACE}
@@ -418,8 +423,8 @@ def test_kube_scheduler_configuration_calls_the_extender(
     s = effective(SCENARIOS[scenario])["scheduler"]
     e = s["extender"]
     (config_map,) = [c for c in scheduler_objects(release, "ConfigMap") if CONFIG_KEY in c["data"]]
-    fullname = scheduler_deployment(release)["metadata"]["name"].removesuffix("-scheduler")
-    assert config_map["metadata"]["name"] == f"{fullname}-kube-scheduler-config"
+    prefix = scheduler_deployment(release)["metadata"]["name"].removesuffix(SCHEDULER)
+    assert config_map["metadata"]["name"] == f"{prefix}{KUBE_SCHEDULER_CONFIG}"
     config = kube_scheduler_config(release, config_map["metadata"]["name"])
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert config["kind"] == "KubeSchedulerConfiguration"
@@ -450,7 +455,7 @@ def test_kube_scheduler_configuration_calls_the_extender(
 def test_the_default_extender_sees_every_pod_and_binds(default: helm.Release) -> None:
     extender = extender_of(default)
     assert extender == {
-        "urlPrefix": f"https://{SCHEDULER}.{NAMESPACE}.svc:443/scheduler",
+        "urlPrefix": f"https://{SCHEDULER_SERVICE}.{NAMESPACE}.svc:443/scheduler",
         "filterVerb": "filter",
         "prioritizeVerb": "prioritize",
         "bindVerb": "bind",
@@ -460,7 +465,7 @@ def test_the_default_extender_sees_every_pod_and_binds(default: helm.Release) ->
         "ignorable": False,
         "enableHTTPS": True,
         "tlsConfig": {
-            "serverName": f"{SCHEDULER}.{NAMESPACE}.svc",
+            "serverName": f"{SCHEDULER_SERVICE}.{NAMESPACE}.svc",
             "caData": extender["tlsConfig"]["caData"],
         },
     }
@@ -629,7 +634,7 @@ def test_new_dns_names_get_a_new_certificate(edge_cases: dict[str, helm.Release]
     fake cluster refuses the patch that would store it)."""
     release = edge_cases["renamed"]
     assert len(release.revisions) == 1
-    assert f"{SCHEDULER}-tls" in release.error and "PATCH is not served" in release.error
+    assert SCHEDULER_CERTS in release.error and "PATCH is not served" in release.error
 
 
 # -- without the scheduler, and the notes ------------------------------------------------------
@@ -638,11 +643,9 @@ def test_new_dns_names_get_a_new_certificate(edge_cases: dict[str, helm.Release]
 def test_a_disabled_scheduler_leaves_nothing_of_its_own(outcomes: dict[str, Outcome]) -> None:
     release = release_of(outcomes, "scheduler-disabled")
     assert not scheduler_objects(release)
-    assert [d["metadata"]["name"] for d in release.all("Deployment")] == [
-        "koordinator-koordinator-py-manager"
-    ]
+    assert [d["metadata"]["name"] for d in release.all("Deployment")] == ["koord-manager"]
     assert "koord-scheduler" not in release.notes
-    assert not [c for c in release.all("ClusterRole") if c["metadata"]["name"] == SCHEDULER]
+    assert not [c for c in release.all("ClusterRole") if c["metadata"]["name"] == SCHEDULER_ROLE]
 
 
 def test_notes_say_how_to_use_the_extender(default: helm.Release) -> None:
@@ -651,12 +654,12 @@ def test_notes_say_how_to_use_the_extender(default: helm.Release) -> None:
     assert f"get configmap {KUBE_SCHEDULER_CONFIG}" in notes
     assert r"{.data.kube-scheduler-config\.yaml}" in notes
     assert "--config=" in notes and "extenders" in notes
-    assert f"{SCHEDULER}.{NAMESPACE}.svc" in notes
+    assert f"{SCHEDULER_SERVICE}.{NAMESPACE}.svc" in notes
 
 
 # -- the scheduler named koord-scheduler (scheduler.kubeScheduler) -----------------------------
 
-KUBE_SCHEDULER = "koordinator-koordinator-py-kube-scheduler"
+KUBE_SCHEDULER = "koord-kube-scheduler"
 
 
 def manager_schedulers(release: helm.Release) -> str:
@@ -713,12 +716,12 @@ def test_the_kube_scheduler_may_do_what_kube_scheduler_does_and_keep_its_lease(
         "system:kube-scheduler",
         "system:volume-scheduler",
         "extension-apiserver-authentication-reader",
-        f"{KUBE_SCHEDULER}-lease",
+        f"{KUBE_SCHEDULER}-lease-role",
     }
     assert bound["extension-apiserver-authentication-reader"]["metadata"]["namespace"] == (
         "kube-system"
     )
-    lease = default.find("Role", f"{KUBE_SCHEDULER}-lease")
+    lease = default.find("Role", f"{KUBE_SCHEDULER}-lease-role")
     assert lease["metadata"]["namespace"] == NAMESPACE
     assert lease["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},

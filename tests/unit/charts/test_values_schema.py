@@ -22,6 +22,9 @@ spec.loader.exec_module(chart_schema)
 
 # Koordinator v1.8.0's values for the keys this chart maps (written out here).
 KOORDINATOR_STYLE = {
+    # Its CRD switches: the chart's own CRDs follow theirs, those of CRDs the chart does not
+    # have change nothing.
+    "crds": {"managed": True, "nodemetrics": False, "devices": True, "reservations": False},
     "imageRepositoryHost": "registry.example.com",
     "featureGates": "PodMutatingWebhook=true",
     "koordlet": {
@@ -34,7 +37,6 @@ KOORDINATOR_STYLE = {
 }
 # Koordinator's keys this chart refuses, each with what to use instead.
 REFUSED = {
-    "crds": {"managed": True},
     "installation": {"namespace": "koordinator-system"},
     "descheduler": {"replicas": 2},
     "koordlet": {"hostDirs": {"kubeletLibDir": "/var/lib/kubelet/"}},
@@ -84,7 +86,7 @@ def test_koordinators_values_are_mapped(releases: dict[str, helm.Release]) -> No
     assert container["args"][-1] == "--log-level=debug"  # after the flags: it wins
     assert koordlet["runtimeClassName"] == "runc"
     deployments = {d["metadata"]["name"]: d for d in release.all("Deployment")}
-    manager = deployments["koordinator-koordinator-py-manager"]["spec"]["template"]["spec"]
+    manager = deployments["koord-manager"]["spec"]["template"]["spec"]
     (m,) = manager["containers"]
     assert m["image"] == "registry.example.com/koordinator-py/koordlet:0.1.0"
     for arg in (
@@ -94,8 +96,13 @@ def test_koordinators_values_are_mapped(releases: dict[str, helm.Release]) -> No
         "--health-probe-addr=:8000",
     ):
         assert arg in m["args"]
-    scheduler = deployments["koordinator-koordinator-py-scheduler"]["spec"]["template"]["spec"]
+    scheduler = deployments["koord-scheduler"]["spec"]["template"]["spec"]
     assert "--log-level=debug" in scheduler["containers"][0]["args"]
+    crds = {c["metadata"]["name"] for c in release.all("CustomResourceDefinition")}
+    assert crds == {
+        "nodeslos.slo.koordinator.sh",
+        "clustercolocationprofiles.config.koordinator.sh",
+    }
 
 
 def test_koordinators_other_keys_are_refused_with_what_to_use(
@@ -104,7 +111,6 @@ def test_koordinators_other_keys_are_refused_with_what_to_use(
     error = releases["refused"].error
     assert "Koordinator's chart keys" in error
     for said in (
-        "crds: the CRDs are in the chart's crds/ folder",
         "installation: the release namespace is helm's: helm install -n NAMESPACE",
         "descheduler: this chart has no koord-descheduler",
         "koordlet.hostDirs: the host paths are fixed here",
