@@ -94,6 +94,9 @@ def schema_of(value: Any, path: tuple[str, ...]) -> dict[str, Any]:
     key = path[-1] if path else ""
     if key in SCALAR:
         return dict(SCALAR[key])
+    if key == "imagePullSecrets":
+        # a list of {name: ...}; Koordinator's values write the empty default as {}
+        return {"anyOf": [{"type": "array"}, {"type": "object", "maxProperties": 0}]}
     if key == "featureGates" and isinstance(value, dict):
         return {"type": ["object", "null"], "additionalProperties": {"type": ["boolean", "null"]}}
     if isinstance(value, dict):

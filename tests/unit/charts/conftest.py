@@ -122,6 +122,7 @@ SCENARIOS: Mapping[str, Mapping[str, Any]] = {
                 ],
             },
             "grafanaDashboard": {"enabled": True, "annotations": {"grafana_folder": "QoS"}},
+            "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
         },
     },
     "custom": {

@@ -513,6 +513,7 @@ def test_crds_are_koordinators_and_helm_creates_them_before_the_workloads(
 
 def test_service_monitor_and_dashboard_are_off_by_default(default: helm.Release) -> None:
     assert not default.all("ServiceMonitor")
+    assert not default.all("PrometheusRule")
     # The manager's webhook Service and the scheduler's HTTPS Service: no metrics Service for
     # koordlet or the manager.
     assert sorted(s["metadata"]["name"] for s in default.all("Service")) == [
@@ -558,3 +559,14 @@ def test_grafana_dashboard_ships_in_a_labelled_configmap(outcomes: dict[str, Out
     assert dashboard["metadata"]["annotations"] == {"grafana_folder": "QoS"}
     shipped = json.loads(dashboard["data"]["koordlet.json"])
     assert shipped == json.loads((helm.CHART / "dashboards" / "koordlet.json").read_text())
+
+
+def test_the_recording_rules_ship_in_a_prometheus_rule(outcomes: dict[str, Outcome]) -> None:
+    release = outcomes["monitoring"].release
+    rule = release.find("PrometheusRule", "koordlet-rules")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    rules_file = yaml.safe_load((helm.CHART / "rules" / "koordinator-names.rules.yaml").read_text())
+    assert rule["spec"]["groups"] == rules_file["groups"]
+    records = {r["record"] for r in rule["spec"]["groups"][0]["rules"]}
+    assert "koordlet_pod_eviction" in records

@@ -62,6 +62,7 @@ OUR_NAMES = {
     ("Service", "koord-manager-service"),
     ("ServiceMonitor", "koord-manager-service-monitor"),
     ("ConfigMap", "koordlet-dashboard"),
+    ("PrometheusRule", "koordlet-rules"),  # ours
     ("Service", "koord-scheduler-service"),
     ("Secret", "koord-scheduler-certs"),
     ("ConfigMap", "koord-scheduler-loadaware-config"),
@@ -133,6 +134,7 @@ def test_objects_are_named_as_koordinators_chart_names_them(
         ("Service", "koord-manager-service"),
         ("ServiceMonitor", "koord-manager-service-monitor"),
         ("ConfigMap", "koordlet-dashboard"),
+        ("PrometheusRule", "koordlet-rules"),
     }
     everything = KOORDINATOR_NAMES | OUR_NAMES
     assert names_of(outcomes["default"].release) == everything - monitoring_only

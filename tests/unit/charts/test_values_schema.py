@@ -25,6 +25,7 @@ KOORDINATOR_STYLE = {
     # Its CRD switches: the chart's own CRDs follow theirs, those of CRDs the chart does not
     # have change nothing.
     "crds": {"managed": True, "nodemetrics": False, "devices": True, "reservations": False},
+    "imagePullSecrets": {},  # Koordinator's default: an empty map, not a list
     "imageRepositoryHost": "registry.example.com",
     "featureGates": "PodMutatingWebhook=true",
     "koordlet": {
@@ -85,6 +86,7 @@ def test_koordinators_values_are_mapped(releases: dict[str, helm.Release]) -> No
     assert "--feature-gates=BECPUEvict=true,CPUBurst=false" in container["args"]
     assert container["args"][-1] == "--log-level=debug"  # after the flags: it wins
     assert koordlet["runtimeClassName"] == "runc"
+    assert "imagePullSecrets" not in koordlet
     deployments = {d["metadata"]["name"]: d for d in release.all("Deployment")}
     manager = deployments["koord-manager"]["spec"]["template"]["spec"]
     (m,) = manager["containers"]
