@@ -93,6 +93,16 @@ class World:
             return known_pod("batch", qos="BE", containers=containers, annotations=notes)
         return known_pod("batch", qos="BE", containers=containers, batch=spec)  # type: ignore[arg-type]
 
+    def web_labels(self) -> dict[str, str]:
+        """Koordinator's pod and container labels of the pod's "web" container."""
+        return {
+            "pod_uid": self.pod.request.uid,
+            "pod_name": "batch",
+            "pod_namespace": "default",
+            "container_id": self.web,
+            "container_name": "web",
+        }
+
     def get(self, name: str, **labels: str) -> float | None:
         value = self.metrics.registry.get_sample_value(name, {"node": "n1", **labels})
         return None if value is None else float(value)
@@ -172,13 +182,7 @@ def test_psi_has_every_average_and_says_whether_the_file_had_a_full_line() -> No
 
 def test_cpi_is_cycles_and_instructions_as_koordinator_exports_it() -> None:
     world = World()
-    labels = {
-        "pod_uid": world.pod.request.uid,
-        "pod_name": "batch",
-        "pod_namespace": "default",
-        "container_id": world.web,
-        "container_name": "web",
-    }
+    labels = world.web_labels()
     assert world.get("koordlet_container_cpi", **labels, cpi_field="cycles") == 3e9
     assert world.get("koordlet_container_cpi", **labels, cpi_field="instructions") == 2e9
     assert world.get("koordlet_container_cpi", **labels, cpi_field="cpi") is None
@@ -200,13 +204,7 @@ def test_a_pod_koordlet_no_longer_knows_has_no_series() -> None:
 
 def test_batch_requests_and_limits_come_from_the_extended_resource_spec_rounded_up() -> None:
     world = World()
-    labels = {
-        "pod_uid": world.pod.request.uid,
-        "pod_name": "batch",
-        "pod_namespace": "default",
-        "container_id": world.web,
-        "container_name": "web",
-    }
+    labels = world.web_labels()
     requests = "koordlet_container_resource_requests"
     limits = "koordlet_container_resource_limits"
     assert world.get(requests, **labels, resource=keys.BATCH_CPU, unit="integer") == 1500
@@ -220,13 +218,7 @@ def test_batch_requests_and_limits_come_from_the_extended_resource_spec_rounded_
 def test_a_fraction_of_a_byte_is_rounded_up_and_a_bad_annotation_gives_nothing() -> None:
     world = World()
     world.pods = [World.batch_pod({"web": {"requests": {keys.BATCH_MEMORY: "1.5"}}})]
-    labels = {
-        "pod_uid": world.pod.request.uid,
-        "pod_name": "batch",
-        "pod_namespace": "default",
-        "container_id": world.web,
-        "container_name": "web",
-    }
+    labels = world.web_labels()
     memory = {"resource": keys.BATCH_MEMORY, "unit": "byte"}
     assert world.get("koordlet_container_resource_requests", **labels, **memory) == 2
     world.pods = [World.batch_pod("{")]
