@@ -275,28 +275,26 @@ def nri_connected(metrics_text: str) -> float | None:
     return max(values) if values else None
 
 
-def unimplemented_gates(metrics_text: str) -> list[str]:
-    """The gates koordlet says were turned on but change nothing (its
-    ``koordlet_feature_gate_unimplemented`` samples)."""
+def flagged(metrics_text: str, family_name: str, label: str) -> list[str]:
+    """The ``label`` values of the samples of ``family_name`` that are 1 (koordlet's way of
+    listing things: a gauge per item)."""
     return sorted(
-        sample.labels.get("gate", "?")
+        sample.labels.get(label, "?")
         for family in text_string_to_metric_families(metrics_text)
-        if family.name == "koordlet_feature_gate_unimplemented"
+        if family.name == family_name
         for sample in family.samples
         if sample.value >= 1
     )
+
+
+def unimplemented_gates(metrics_text: str) -> list[str]:
+    """The gates koordlet says were turned on but change nothing."""
+    return flagged(metrics_text, "koordlet_feature_gate_unimplemented", "gate")
 
 
 def unsupported_slo_fields(metrics_text: str) -> list[str]:
-    """The NodeSLO fields koordlet says are set but not used here (its
-    ``koordlet_node_slo_unsupported_field`` samples)."""
-    return sorted(
-        sample.labels.get("field", "?")
-        for family in text_string_to_metric_families(metrics_text)
-        if family.name == "koordlet_node_slo_unsupported_field"
-        for sample in family.samples
-        if sample.value >= 1
-    )
+    """The NodeSLO fields koordlet says are set but not used here."""
+    return flagged(metrics_text, "koordlet_node_slo_unsupported_field", "field")
 
 
 def nri_conflicts(metrics_text: str) -> dict[str, float]:
