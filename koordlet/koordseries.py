@@ -12,6 +12,7 @@ Koordinator's; the metrics updated where things happen are in koordlet/metrics.p
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -27,6 +28,8 @@ from koordlet.metriccache import MetricCache, Sample
 from koordlet.metrics import KoordletMetrics
 from koordlet.states.pods import KnownPod
 from runtimehooks.rules import Rules
+
+log = logging.getLogger(__name__)
 
 # Koordinator's koordlet series that are not exported here, and why: everything else of
 # pkg/koordlet/metrics is (tests/unit/koordlet/test_koordseries.py holds upstream's list).
@@ -73,6 +76,7 @@ EXTENDED = {
 }
 CPI_FIELDS = ("cycles", "instructions")  # Koordinator's; our "cpi" ratio is not among them
 BE_USED_FRESH_SECONDS = 10.0
+INT64_MAX = 2**63 - 1
 
 POD_LABELS = ["pod_uid", "pod_name", "pod_namespace"]
 
@@ -100,6 +104,8 @@ class KoordinatorSeries:
         self.node = metrics.node
         self.sources = sources
         self.clock = clock
+        self.failures = 0  # parts left out of a scrape (logged once per distinct error)
+        self._last_error = ""
 
     def describe(self) -> list[Metric]:
         return []  # built per scrape; nothing to register up front
@@ -108,13 +114,31 @@ class KoordinatorSeries:
         now = self.clock()
         self.metrics.expire_eviction_details(now)
         pods = {known.request.uid: known for known in self.sources.pods()}
-        yield from self._psi(pods)
-        yield self._cpi(pods)
-        yield self._node_allocatable()
-        yield from self._container_resources(pods.values())
-        yield self._be_used(now)
-        yield from self._share_pools()
-        yield self._oom_scores(pods)
+        parts: list[Callable[[], Iterable[Metric]]] = [
+            lambda: self._psi(pods),
+            lambda: [self._cpi(pods)],
+            lambda: [self._node_allocatable()],
+            lambda: self._container_resources(pods.values()),
+            lambda: [self._be_used(now)],
+            self._share_pools,
+            lambda: [self._oom_scores(pods)],
+        ]
+        for part in parts:
+            # One part that trips over what it reads loses its families for this scrape, never
+            # the whole /metrics answer (a 500 there would hide every other series).
+            try:
+                built = list(part())
+            except Exception as err:
+                self._failed(err)
+                continue
+            yield from built
+
+    def _failed(self, err: Exception) -> None:
+        text = f"{type(err).__name__}: {err}"
+        if text != self._last_error:
+            log.warning("a Koordinator series could not be built for this scrape: %s", text)
+            self._last_error = text
+        self.failures += 1
 
     # -- per pod and container ----------------------------------------------------------------
 
@@ -215,7 +239,9 @@ class KoordinatorSeries:
                     continue
                 for family, amounts in ((requests, spec.requests), (limits, spec.limits)):
                     for resource, unit in EXTENDED.items():
-                        if resource in amounts:
+                        # an amount past int64 is no quantity Kubernetes would hold (the
+                        # BatchResource hook fails on it and counts that): no sample
+                        if resource in amounts and amounts[resource] <= INT64_MAX:
                             family.add_metric(
                                 [self.node, resource, unit, pod.uid, pod.name, pod.namespace,
                                  container_id, container.name],
@@ -249,7 +275,7 @@ class KoordinatorSeries:
         )
         allocatable = self.sources.allocatable()
         for resource, unit in EXTENDED.items():
-            if resource in allocatable:
+            if resource in allocatable and allocatable[resource] <= INT64_MAX:
                 family.add_metric([self.node, resource, unit], float(allocatable[resource]))
         return family
 

@@ -4,6 +4,8 @@ and label names, or listed as not measured with the reason) and the series built
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -69,21 +71,17 @@ class World:
         pools = (CPUSharedPool(0, 0, "0-2,5"),)
         self.rules = Rules(node=NodeState(ls_pools=pools, be_pools=(CPUSharedPool(0, 0, "7"),)))
         self.metrics = KoordletMetrics("n1")
-        self.metrics.registry.register(
-            KoordinatorSeries(
-                self.metrics,
-                Sources(
-                    pods=lambda: self.pods,
-                    cache=self.cache,
-                    allocatable=lambda: self.allocatable,
-                    rules=lambda: self.rules,
-                    oom_scores=self.oom_scores,
-                    psi=lambda: self.psi,
-                    cpi=lambda: self.cpi,
-                ),
-                clock=lambda: NOW,
-            )
+        self.sources = Sources(
+            pods=lambda: self.pods,
+            cache=self.cache,
+            allocatable=lambda: self.allocatable,
+            rules=lambda: self.rules,
+            oom_scores=self.oom_scores,
+            psi=lambda: self.psi,
+            cpi=lambda: self.cpi,
         )
+        self.series = KoordinatorSeries(self.metrics, self.sources, clock=lambda: NOW)
+        self.metrics.registry.register(self.series)
 
     @staticmethod
     def batch_pod(spec: object) -> KnownPod:
@@ -232,6 +230,9 @@ def test_node_allocatable_is_the_extended_resources_with_koordinators_units() ->
     assert world.get(allocatable, resource=keys.BATCH_MEMORY, unit="byte") == 7 << 30
     assert world.get(allocatable, resource="cpu", unit="integer") is None
     assert world.get(allocatable, resource=keys.MID_CPU, unit="integer") is None
+    world.allocatable = {keys.BATCH_MEMORY: 10**400, keys.BATCH_CPU: 2}  # a NodeSLO file's 1e400
+    assert world.get(allocatable, resource=keys.BATCH_MEMORY, unit="byte") is None
+    assert world.get(allocatable, resource=keys.BATCH_CPU, unit="integer") == 2
 
 
 def test_share_pools_count_their_cpus_and_name_each() -> None:
@@ -294,3 +295,33 @@ def test_a_write_is_timed_in_seconds_and_in_koordinators_milliseconds() -> None:
     seconds = {"node": "n1", "resource": "cpu.shares", "status": "applied"}
     assert get("koordlet_resource_update_duration_seconds_sum", seconds) == pytest.approx(3e-5)
     assert get("koordlet_resource_updates_total", seconds) == 1
+
+
+def test_a_limit_past_int64_gives_no_sample_and_the_scrape_still_answers() -> None:
+    # the quantity the fault e2e test feeds (tests/e2e/test_faults.py): 1e400 bytes
+    world = World()
+    limits = {keys.BATCH_CPU: "1000", keys.BATCH_MEMORY: "1e400"}
+    world.pods = [World.batch_pod({"web": {"requests": {keys.BATCH_CPU: "500"}, "limits": limits}})]
+    labels = world.web_labels()
+    name = "koordlet_container_resource_limits"
+    assert world.get(name, **labels, resource=keys.BATCH_CPU, unit="integer") == 1000
+    assert world.get(name, **labels, resource=keys.BATCH_MEMORY, unit="byte") is None
+
+
+def test_a_part_that_fails_loses_only_its_own_families(caplog: pytest.LogCaptureFixture) -> None:
+    world = World()
+
+    def broken() -> list[Sample]:
+        raise OverflowError("int too large to convert to float")
+
+    world.metrics.registry.unregister(world.series)
+    world.series = KoordinatorSeries(world.metrics, replace(world.sources, psi=broken))
+    world.metrics.registry.register(world.series)
+    names = world.names()  # generate_latest would raise if the collector did
+    assert "koordlet_pod_psi" not in names
+    assert "koordlet_node_resource_allocatable" in names
+    assert world.series.failures == 1
+    world.names()
+    assert world.series.failures == 2
+    warnings = [r for r in caplog.records if "could not be built" in r.getMessage()]
+    assert len(warnings) == 1  # the same error is logged once
