@@ -345,7 +345,7 @@ build_koordlet_image() {
     # The image changes with its build inputs: the Containerfile, .dockerignore and what it copies.
     want=$(cd "$ROOT" && { cat "$dir/base.stamp"; echo "$image";
         find Containerfile .dockerignore pyproject.toml README.md LICENSE koordapi koordkube \
-            nri_plugin runtimehooks koordlet manager scheduler -type f ! -path '*/__pycache__/*' \
+            nri_plugin runtimehooks koordlet manager scheduler descheduler -type f ! -path '*/__pycache__/*' \
             -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -d' ' -f1)
     if [ -f "$out" ] && [ -f "$dir/image.stamp" ] && [ "$(cat "$dir/image.stamp")" = "$want" ]; then
         return 0
