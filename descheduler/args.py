@@ -422,26 +422,20 @@ def _pool_problems(pool: NodePool, where: str) -> list[str]:
                 problems.append(
                     f"{where}{key}.{name}: percentage must be greater than or equal to 0"
                 )
-    for name, percent in pool.low_thresholds.items():
-        high = pool.high_thresholds.get(name)
-        if high is not None and percent > high:
-            problems.append(
-                f"{where}lowThresholds.{name}: low percentage must be less than or equal to "
-                "highThresholds"
-            )
-    for name, percent in pool.prod_high_thresholds.items():
-        high = pool.high_thresholds.get(name)
-        if high is not None and percent > high:
-            problems.append(
-                f"{where}prodHighThresholds.{name}: must be less than or equal to highThresholds"
-            )
-    for name, percent in pool.prod_low_thresholds.items():
-        high = pool.prod_high_thresholds.get(name)
-        if high is not None and percent > high:
-            problems.append(
-                f"{where}prodLowThresholds.{name}: low percentage must be less than or equal "
-                "to prodHighThresholds"
-            )
+    # (lower map, its key, upper map, the words of upstream's message)
+    ordered = (
+        (pool.low_thresholds, "lowThresholds", pool.high_thresholds,
+         "low percentage must be less than or equal to highThresholds"),
+        (pool.prod_high_thresholds, "prodHighThresholds", pool.high_thresholds,
+         "must be less than or equal to highThresholds"),
+        (pool.prod_low_thresholds, "prodLowThresholds", pool.prod_high_thresholds,
+         "low percentage must be less than or equal to prodHighThresholds"),
+    )  # fmt: skip
+    for lower, key, upper, message in ordered:
+        for name, percent in lower.items():
+            high = upper.get(name)
+            if high is not None and percent > high:
+                problems.append(f"{where}{key}.{name}: {message}")
     condition = pool.anomaly_condition
     if condition.consecutive_abnormalities <= 0:
         problems.append(f"{where}anomalyCondition.consecutiveAbnormalities: must be greater than 0")
