@@ -14,6 +14,9 @@ from koordapi.settings import flag
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LEVELS = ("debug", "info", "warning", "error")
+PER_REQUEST_LOGGERS = ("httpx2",)
+"""The HTTP client's loggers, which say every request at INFO: a Lease renewal every two
+seconds, a NodeMetric report a minute. Shown at debug only."""
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,14 @@ def configure(level: str | int = "info", *, handler: logging.Handler | None = No
     """Log from ``level`` on, in the one format, to stderr or to ``handler``.
 
     As ``logging.basicConfig``: nothing changes when the root logger has a handler already.
+    Above debug, the HTTP client's per-request lines are left out (PER_REQUEST_LOGGERS).
     """
     if handler is None:
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(FORMAT))
-    logging.basicConfig(level=level_number(level), handlers=[handler])
+    number = level_number(level)
+    logging.basicConfig(level=number, handlers=[handler])
+    for name in PER_REQUEST_LOGGERS:
+        logging.getLogger(name).setLevel(
+            logging.NOTSET if number <= logging.DEBUG else logging.WARNING
+        )

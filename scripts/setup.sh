@@ -367,7 +367,8 @@ build_koordlet_image() {
 }
 
 check_machine
-apt_install runc busybox-static ca-certificates
+# containernetworking-plugins: the CNI bridge the chart's Deployment pods get (tests/e2e/harness/podnet.py)
+apt_install runc busybox-static ca-certificates containernetworking-plugins
 fetch_trixie_packages
 fetch_containerd2
 make_venv

@@ -13,76 +13,38 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
-import urllib.error
-import urllib.request
 import uuid
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.harness import paths
+from tests.e2e.harness.chartpods import (
+    container_log,
+    http_get,
+    image_present,
+    import_image,
+    wait_for,
+)
 from tests.e2e.harness.cri import ContainerSpec
 from tests.e2e.harness.koordlet import PLUGIN_ID, free_port
 from tests.e2e.harness.node import Node
 from tests.e2e.harness.podspec import KubeletPod, run_as_kubelet
-from tests.e2e.harness.timing import deadline, scaled
 from tests.e2e.test_koordlet import MiB, assert_batch_values_applied, be_pod
 from tests.unit.charts import helm
 
 NODE_NAME = "e2e-node"
-IMAGE_ARCHIVE = paths.IMAGES_DIR / "koordlet.tar"
+LOOPBACK = "127.0.0.1"  # where a host-network pod listens
 REGISTERED = f'plugin \\"{PLUGIN_ID}\\" connected'
-
-
-def http_get(port: int, path: str) -> tuple[int, str]:
-    """GET on the node's loopback, where a host-network pod listens."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=scaled(5)) as r:
-            return int(r.status), r.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
 
 
 def metric(port: int, name: str, **labels: str) -> float | None:
     """The sample of ``name`` whose labels include ``labels``; None while there is none."""
-    for line in http_get(port, "/metrics")[1].splitlines():
+    for line in http_get(LOOPBACK, port, "/metrics")[1].splitlines():
         if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
             return float(line.rsplit(" ", 1)[1])
     return None
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str, log: Path) -> None:
-    """Poll ``condition`` (an OSError counts as not yet); else fail with koordlet's log tail."""
-    end = deadline(timeout)
-    while time.monotonic() < end:
-        try:
-            if condition():
-                return
-        except OSError:
-            pass  # koordlet is not listening yet
-        time.sleep(0.2)
-    tail = log.read_text(errors="replace")[-4000:] if log.exists() else "(no log yet)"
-    raise TimeoutError(f"{what} not reached in {scaled(timeout):g}s; koordlet's log:\n{tail}")
-
-
-def import_image(node: Node) -> None:
-    """Load the image into containerd, as a node's images are side-loaded where no registry
-    answers; the kubelet then finds it present (pullPolicy IfNotPresent) and pulls nothing."""
-    archive = paths.require(IMAGE_ARCHIVE, "the koordlet image (scripts/setup.sh builds it)")
-    node.containerd.ctr(
-        "images", "import", "--snapshotter", node.containerd.settings.snapshotter, str(archive)
-    )
-
-
-def image_present(node: Node, image: str) -> bool:
-    pb = node.cri.pb
-    status = node.cri.images.ImageStatus(
-        pb.ImageStatusRequest(image=pb.ImageSpec(image=image)), timeout=scaled(10)
-    )
-    return bool(status.image.id)
 
 
 def shared_sys(node: Node) -> Path:
@@ -122,10 +84,6 @@ def koordlet_pod(node: Node, port: int, pod_dir: Path) -> KubeletPod:
     )
 
 
-def container_log(node: Node, pod_uid: str, spec: ContainerSpec) -> Path:
-    return node.log_dir / pod_uid / spec.log_name
-
-
 def test_chart_daemonset_runs_koordlet_from_the_image_and_it_applies_qos(
     fresh_node: Node, tmp_path: Path
 ) -> None:
@@ -158,7 +116,7 @@ def test_chart_daemonset_runs_koordlet_from_the_image_and_it_applies_qos(
     probes = kubelet_pod.probes[koordlet.name]
     assert "livenessProbe" in probes and "readinessProbe" in probes
     for kind, probe in probes.items():
-        assert http_get(probe.port, probe.path)[0] == 200, kind
+        assert http_get(LOOPBACK, probe.port, probe.path)[0] == 200, kind
 
     # the run-queue latency probes compile and load through the chart's eBPF mounts
     wait_for(

@@ -66,18 +66,19 @@ SYSTEMD = {kubelet.DRIVER_ENV: "systemd"}
 TIERS = {
     t.name: t
     for t in [
-        Tier("host", vm=False, env=CONTAINERD17, minutes=2.5),
+        Tier("host", vm=False, env=CONTAINERD17, minutes=3.3),
         Tier(
             "host-containerd2",
             vm=False,
             env=CONTAINERD2,
-            minutes=0.7,
+            minutes=1.7,
             tests=(
                 "test_containerd_cri.py",
                 "test_nri.py",
                 "test_koordlet.py",
                 "test_install.py",
                 "test_daemonset.py",
+                "test_control_plane_pods.py",
             ),
         ),
         Tier(

@@ -99,6 +99,12 @@ class ContainerSpec:
     readonly_rootfs: bool = False
     # capabilities to drop ("ALL" or names without CAP_), as securityContext.capabilities.drop
     drop_capabilities: list[str] = field(default_factory=list)
+    # the pod's fsGroup and supplementalGroups, which the kubelet gives every container
+    supplemental_groups: list[int] = field(default_factory=list)
+    no_new_privs: bool = False  # allowPrivilegeEscalation: false
+    # seccompProfile RuntimeDefault (containerd's default profile); False: unconfined, as the
+    # kubelet asks when the pod names no profile
+    seccomp_runtime_default: bool = False
     # the kubelet's restart count: 0 for the first container of this name in the pod
     attempt: int = 0
 
@@ -215,6 +221,11 @@ class CriClient:
             self.runtime.RemovePodSandbox, self.pb.RemovePodSandboxRequest(pod_sandbox_id=pod_id)
         )
 
+    def pod_ip(self, pod_id: str) -> str:
+        """The sandbox's address on the pod network ("" on the host network)."""
+        request = self.pb.PodSandboxStatusRequest(pod_sandbox_id=pod_id)
+        return str(self._call(self.runtime.PodSandboxStatus, request).status.network.ip)
+
     def list_pods(self) -> list[Any]:
         return list(self._call(self.runtime.ListPodSandbox, self.pb.ListPodSandboxRequest()).items)
 
@@ -261,7 +272,13 @@ class CriClient:
             privileged=spec.privileged,
             readonly_rootfs=spec.readonly_rootfs,
             capabilities=pb.Capability(drop_capabilities=spec.drop_capabilities),
+            supplemental_groups=spec.supplemental_groups,
+            no_new_privs=spec.no_new_privs,
         )
+        if spec.seccomp_runtime_default:
+            context.seccomp.CopyFrom(
+                pb.SecurityProfile(profile_type=pb.SecurityProfile.ProfileType.RuntimeDefault)
+            )
         if spec.run_as_user is not None:
             context.run_as_user.value = spec.run_as_user
         if spec.run_as_group is not None:

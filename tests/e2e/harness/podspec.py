@@ -12,21 +12,32 @@ not do:
   ``$(VAR)`` in command and args expanded from them, as the kubelet does;
 - hostPath volumes are bind-mounted with the mount's readOnly and mountPropagation after the
   kubelet's type check (Directory must exist, DirectoryOrCreate is made 0755); emptyDir volumes
-  get a fresh folder; the kubelet's /dev/termination-log file is mounted too;
+  get a fresh folder; secret and configMap volumes get the object's keys as files with the
+  volume's defaultMode, owned by the pod's fsGroup; the kubelet's /dev/termination-log file is
+  mounted too;
 - securityContext (pod and container, the container's winning) becomes privileged, user,
-  group, read-only root and dropped capabilities; hostPID and hostNetwork the namespaces.
+  group, read-only root, dropped capabilities, no_new_privs (allowPrivilegeEscalation: false)
+  and containerd's default seccomp profile (RuntimeDefault); fsGroup and supplementalGroups
+  become the container's supplemental groups; runAsNonRoot refuses user 0; hostPID and
+  hostNetwork the namespaces;
+- with a ``service_account`` (a test's API server) the kubelet's service-account projection:
+  token, ca.crt and namespace under /var/run/secrets/kubernetes.io/serviceaccount, and
+  KUBERNETES_SERVICE_HOST/PORT in the environment.
 
-Two things differ, both because this machine has no API server, and both are said where they
-apply: no service-account token is projected and no KUBERNETES_SERVICE_* variables are set (so
-koordlet runs standalone, on its default NodeSLO), and ``host_paths`` may move a host path
-into the test's own folders (the harness's containerd keeps its NRI and CRI sockets in a
-private folder, never in the host's /var/run, which tests must not touch).
+Two things differ, both because this machine has no cluster, and both are said where they
+apply: without a ``service_account`` nothing is projected and no KUBERNETES_SERVICE_* variables
+are set (koordlet then runs standalone, on its default NodeSLO), and ``host_paths`` may move a
+host path into the test's own folders (the harness's containerd keeps its NRI and CRI sockets
+in a private folder, never in the host's /var/run, which tests must not touch). Secret and
+configMap files are written in place, without the kubelet's ``..data`` symlink swap.
 """
 
 from __future__ import annotations
 
+import base64
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -39,6 +50,9 @@ CFS_PERIOD_US = 100_000
 MIN_SHARES = 2
 MIN_QUOTA_US = 1_000
 TERMINATION_LOG = "/dev/termination-log"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+DEFAULT_MODE = 0o644  # a secret's, configMap's and projected volume's files unless told
+READ_MASK = 0o440  # what the kubelet adds for fsGroup on a read-only volume
 
 
 class KubeletRefused(RuntimeError):
@@ -52,6 +66,16 @@ class HttpProbe:
 
     path: str
     port: int
+
+
+@dataclass(frozen=True)
+class ServiceAccount:
+    """The API server a pod's service account talks to, and its credentials."""
+
+    host: str
+    port: int
+    ca_pem: bytes
+    token: str
 
 
 @dataclass
@@ -71,9 +95,12 @@ def run_as_kubelet(
     node_name: str,
     pod_dir: Path,
     host_paths: Mapping[str, Path] | None = None,
+    objects: Iterable[Mapping[str, Any]] = (),
+    service_account: ServiceAccount | None = None,
 ) -> KubeletPod:
     """Translate a pod template for CRI; ``name`` is the pod's (a controller's name and a
-    suffix), ``pod_dir`` plays /var/lib/kubelet/pods/<uid>."""
+    suffix), ``pod_dir`` plays /var/lib/kubelet/pods/<uid>, ``objects`` are the Secrets and
+    ConfigMaps its volumes may name."""
     meta = template.get("metadata") or {}
     spec = template["spec"]
     qos = compute_kube_qos(spec).value.lower()
@@ -95,17 +122,45 @@ def run_as_kubelet(
         "metadata.namespace": namespace,
         "metadata.uid": pod.uid,
     }
-    volumes = _volumes(spec, pod_dir, host_paths or {})
+    pod_security = spec.get("securityContext") or {}
+    fs_group = pod_security.get("fsGroup")
+    groups = [g for g in (fs_group, *(pod_security.get("supplementalGroups") or [])) if g]
+    by_name = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    volumes = _volumes(spec, pod_dir, host_paths or {}, by_name, fs_group)
+    account_env: dict[str, str] = {}
+    account_mounts: list[Mount] = []
+    if service_account is not None and spec.get("automountServiceAccountToken", True):
+        account_env = {
+            "KUBERNETES_SERVICE_HOST": service_account.host,
+            "KUBERNETES_SERVICE_PORT": str(service_account.port),
+        }
+        files = {
+            "token": service_account.token.encode(),
+            "ca.crt": service_account.ca_pem,
+            "namespace": namespace.encode(),
+        }
+        folder = pod_dir / "volumes" / "kubernetes.io~projected" / "kube-api-access"
+        _write_files(folder, files, DEFAULT_MODE, fs_group)
+        account_mounts.append(Mount(folder, SERVICE_ACCOUNT_DIR, readonly=True))
     out = KubeletPod(pod, [])
     for container in containers:
-        env = _env(container, fields)
+        env = account_env | _env(container, fields)
         security = _security(spec, container)
+        if security.get("runAsNonRoot") and not security.get("runAsUser"):
+            raise KubeletRefused(
+                f"container {container['name']}: runAsNonRoot and the user is root or not "
+                "given (this harness does not read the image's user)"
+            )
+        seccomp = (security.get("seccompProfile") or {}).get("type", "Unconfined")
+        if seccomp not in ("RuntimeDefault", "Unconfined"):
+            raise KubeletRefused(f"seccompProfile {seccomp} not played here")
         resources = container.get("resources") or {}
         requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
         term = pod_dir / "containers" / container["name"] / "termination-log"
         term.parent.mkdir(parents=True, exist_ok=True)
         term.touch()
         mounts = [_mount(m, volumes) for m in container.get("volumeMounts") or []]
+        mounts += account_mounts
         mounts.append(Mount(term, container.get("terminationMessagePath") or TERMINATION_LOG))
         out.containers.append(
             ContainerSpec(
@@ -120,6 +175,9 @@ def run_as_kubelet(
                 run_as_group=security.get("runAsGroup"),
                 readonly_rootfs=bool(security.get("readOnlyRootFilesystem")),
                 drop_capabilities=list((security.get("capabilities") or {}).get("drop") or []),
+                supplemental_groups=groups,
+                no_new_privs=security.get("allowPrivilegeEscalation") is False,
+                seccomp_runtime_default=seccomp == "RuntimeDefault",
                 cpu_shares=_shares(requests.get("cpu", limits.get("cpu"))),
                 cpu_quota=_quota(limits.get("cpu")),
                 cpu_period=CFS_PERIOD_US if "cpu" in limits else None,
@@ -131,9 +189,10 @@ def run_as_kubelet(
 
 
 def _security(spec: Mapping[str, Any], container: Mapping[str, Any]) -> dict[str, Any]:
-    """The container's securityContext over the pod's (runAsUser, runAsGroup)."""
+    """The container's securityContext over the pod's (the fields both may hold)."""
     pod_level = spec.get("securityContext") or {}
-    merged = {k: pod_level[k] for k in ("runAsUser", "runAsGroup") if k in pod_level}
+    shared = ("runAsUser", "runAsGroup", "runAsNonRoot", "seccompProfile")
+    merged = {k: pod_level[k] for k in shared if k in pod_level}
     merged.update(container.get("securityContext") or {})
     return merged
 
@@ -173,7 +232,11 @@ def _expand(text: str, env: Mapping[str, str]) -> str:
 
 
 def _volumes(
-    spec: Mapping[str, Any], pod_dir: Path, host_paths: Mapping[str, Path]
+    spec: Mapping[str, Any],
+    pod_dir: Path,
+    host_paths: Mapping[str, Path],
+    objects: Mapping[tuple[str, str], Mapping[str, Any]],
+    fs_group: int | None,
 ) -> dict[str, Path]:
     """Each volume's folder on the host, after the kubelet's checks."""
     out: dict[str, Path] = {}
@@ -197,9 +260,59 @@ def _volumes(
             path.mkdir(mode=0o777, parents=True, exist_ok=True)
             path.chmod(0o777)  # the kubelet's emptyDir is world-writable
             out[name] = path
+        elif "secret" in volume or "configMap" in volume:
+            out[name] = _object_volume(volume, pod_dir, objects, fs_group)
         else:
-            raise KubeletRefused(f"volume {name!r}: only hostPath and emptyDir are played here")
+            raise KubeletRefused(
+                f"volume {name!r}: only hostPath, emptyDir, secret and configMap are played here"
+            )
     return out
+
+
+def _object_volume(
+    volume: Mapping[str, Any],
+    pod_dir: Path,
+    objects: Mapping[tuple[str, str], Mapping[str, Any]],
+    fs_group: int | None,
+) -> Path:
+    """A secret or configMap volume: the object's keys as files."""
+    name = volume["name"]
+    if "secret" in volume:
+        kind, source, plugin = "Secret", volume["secret"], "kubernetes.io~secret"
+        ref = source["secretName"]
+    else:
+        kind, source, plugin = "ConfigMap", volume["configMap"], "kubernetes.io~configmap"
+        ref = source["name"]
+    if "items" in source:
+        raise KubeletRefused(f"volume {name!r}: items are not played here")
+    obj = objects.get((kind, ref))
+    if obj is None and not source.get("optional"):
+        raise KubeletRefused(
+            f"MountVolume.SetUp failed for volume {name!r}: {kind.lower()} {ref!r} not found"
+        )
+    files: dict[str, bytes] = {}
+    for key, text in ((obj or {}).get("data") or {}).items():
+        files[key] = base64.b64decode(text) if kind == "Secret" else str(text).encode()
+    for key, text in ((obj or {}).get("binaryData") or {}).items():
+        files[key] = base64.b64decode(text)
+    folder: Path = pod_dir / "volumes" / plugin / name
+    _write_files(folder, files, int(source.get("defaultMode", DEFAULT_MODE)), fs_group)
+    return folder
+
+
+def _write_files(folder: Path, files: Mapping[str, bytes], mode: int, fs_group: int | None) -> None:
+    """Files with ``mode``; with an fsGroup owned by that group and group-readable, in a
+    set-group-id folder, as the kubelet's volume ownership change leaves them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for key, content in files.items():
+        path = folder / key
+        path.write_bytes(content)
+        if fs_group is not None:
+            os.chown(path, 0, fs_group)
+        path.chmod(mode | (READ_MASK if fs_group is not None else 0))
+    if fs_group is not None:
+        os.chown(folder, 0, fs_group)
+        folder.chmod(0o2755)
 
 
 def _host_path(path: str, host_paths: Mapping[str, Path]) -> Path:

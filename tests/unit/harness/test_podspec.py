@@ -1,11 +1,18 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.harness.podspec import HttpProbe, KubeletRefused, run_as_kubelet
+from tests.e2e.harness.podspec import (
+    SERVICE_ACCOUNT_DIR,
+    HttpProbe,
+    KubeletRefused,
+    ServiceAccount,
+    run_as_kubelet,
+)
 
 
 def template(tmp_path: Path, **spec: Any) -> dict[str, Any]:
@@ -124,3 +131,117 @@ def test_pod_security_context_is_the_default_for_containers(tmp_path: Path) -> N
     assert (c.run_as_user, c.run_as_group) == (65532, 7)
     assert c.readonly_rootfs and c.drop_capabilities == ["ALL"]
     assert not c.privileged and not pod.pod.privileged
+
+
+def test_fs_group_seccomp_and_no_new_privs(tmp_path: Path) -> None:
+    pod_security = {
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "fsGroup": 2001,
+        "supplementalGroups": [3003],
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    tpl = template(tmp_path, securityContext=pod_security)
+    tpl["spec"]["containers"][0]["securityContext"] = {"allowPrivilegeEscalation": False}
+    (c,) = translate(tmp_path, tpl).containers
+    assert c.supplemental_groups == [2001, 3003]
+    assert c.seccomp_runtime_default and c.no_new_privs
+    tpl["spec"]["containers"][0]["securityContext"] = {}
+    tpl["spec"]["securityContext"] = {"runAsUser": 5}
+    (plain,) = translate(tmp_path, tpl).containers
+    # nothing asked: unconfined and privilege escalation allowed, as the kubelet passes it
+    assert not plain.seccomp_runtime_default and not plain.no_new_privs
+    assert plain.supplemental_groups == []
+
+
+def test_run_as_non_root_refuses_root_and_an_unknown_user(tmp_path: Path) -> None:
+    for user in ({"runAsUser": 0}, {}):
+        tpl = template(tmp_path, securityContext={"runAsNonRoot": True, **user})
+        with pytest.raises(KubeletRefused, match="runAsNonRoot"):
+            translate(tmp_path, tpl)
+
+
+def with_object_volumes(tmp_path: Path) -> dict[str, Any]:
+    tpl = template(tmp_path, securityContext={"runAsUser": 65532, "fsGroup": 2001})
+    tpl["spec"]["volumes"] += [
+        {"name": "certs", "secret": {"secretName": "tls", "defaultMode": 0o440}},
+        {"name": "conf", "configMap": {"name": "settings"}},
+    ]
+    tpl["spec"]["containers"][0]["volumeMounts"] += [
+        {"name": "certs", "mountPath": "/certs", "readOnly": True},
+        {"name": "conf", "mountPath": "/conf", "readOnly": True},
+    ]
+    return tpl
+
+
+SECRET = {"kind": "Secret", "metadata": {"name": "tls"}, "data": {"tls.key": "a2V5LWJ5dGVz"}}
+CONFIG_MAP = {"kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"a.yaml": "x: 1"}}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving files to the fsGroup takes root")
+def test_secret_and_config_map_volumes_hold_their_keys_for_the_fs_group(tmp_path: Path) -> None:
+    pod = run_as_kubelet(
+        with_object_volumes(tmp_path),
+        name="agent-x7k2p",
+        namespace="ns",
+        node_name="node-7",
+        pod_dir=tmp_path / "pod",
+        host_paths={"/var/run/thing": tmp_path / "moved"},
+        objects=[SECRET, CONFIG_MAP],
+    )
+    mounts = {m.container_path: m for m in pod.containers[0].mounts}
+    key = mounts["/certs"].host_path / "tls.key"
+    assert key.read_bytes() == b"key-bytes"  # base64-decoded
+    assert (key.stat().st_mode & 0o777, key.stat().st_gid) == (0o440, 2001)
+    conf = mounts["/conf"].host_path / "a.yaml"
+    assert conf.read_text() == "x: 1"
+    # the default 0644, plus group read for the fsGroup (already there)
+    assert (conf.stat().st_mode & 0o777, conf.stat().st_gid) == (0o644, 2001)
+    assert mounts["/certs"].readonly
+
+
+def test_a_missing_secret_stops_the_pod(tmp_path: Path) -> None:
+    with pytest.raises(KubeletRefused, match="secret 'tls' not found"):
+        run_as_kubelet(
+            with_object_volumes(tmp_path),
+            name="agent-x7k2p",
+            namespace="ns",
+            node_name="node-7",
+            pod_dir=tmp_path / "pod",
+            host_paths={"/var/run/thing": tmp_path / "moved"},
+            objects=[CONFIG_MAP],
+        )
+
+
+def test_the_service_account_is_projected_with_the_api_servers_address(tmp_path: Path) -> None:
+    account = ServiceAccount("10.44.3.1", 6443, b"-----BEGIN CERTIFICATE-----\n", "t0k3n")
+    tpl = template(tmp_path)
+    pod = run_as_kubelet(
+        tpl,
+        name="agent-x7k2p",
+        namespace="ns",
+        node_name="node-7",
+        pod_dir=tmp_path / "pod",
+        host_paths={"/var/run/thing": tmp_path / "moved"},
+        service_account=account,
+    )
+    (c,) = pod.containers
+    assert c.envs["KUBERNETES_SERVICE_HOST"] == "10.44.3.1"
+    assert c.envs["KUBERNETES_SERVICE_PORT"] == "6443"
+    (mount,) = [m for m in c.mounts if m.container_path == SERVICE_ACCOUNT_DIR]
+    assert mount.readonly
+    files = {p.name: p.read_bytes() for p in mount.host_path.iterdir()}
+    assert files == {"token": b"t0k3n", "ca.crt": account.ca_pem, "namespace": b"ns"}
+    # automountServiceAccountToken: false: nothing projected
+    tpl["spec"]["automountServiceAccountToken"] = False
+    pod = run_as_kubelet(
+        tpl,
+        name="agent-x7k2p",
+        namespace="ns",
+        node_name="node-7",
+        pod_dir=tmp_path / "pod2",
+        host_paths={"/var/run/thing": tmp_path / "moved"},
+        service_account=account,
+    )
+    assert "KUBERNETES_SERVICE_HOST" not in pod.containers[0].envs
+    assert SERVICE_ACCOUNT_DIR not in {m.container_path for m in pod.containers[0].mounts}
