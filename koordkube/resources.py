@@ -1,6 +1,7 @@
 """The kinds the components read and write, and conversions between lightkube objects and dicts.
 
-Koordinator's three CRDs are lightkube generic resources (dict-shaped); built-in kinds come from
+Koordinator's CRDs (NodeMetric, NodeSLO, ClusterColocationProfile, PodMigrationJob) are
+lightkube generic resources (dict-shaped); built-in kinds come from
 ``lightkube.resources``. Either class only names a REST endpoint for ``koordkube.client``:
 objects themselves travel as plain Kubernetes JSON dicts (``Object``), which is what the pure
 decision modules take. ``to_dict``/``from_dict`` convert when code does use lightkube's typed
@@ -23,6 +24,7 @@ Object = dict[str, Any]
 
 SLO_GROUP = "slo.koordinator.sh"
 CONFIG_GROUP = "config.koordinator.sh"
+SCHEDULING_GROUP = "scheduling.koordinator.sh"
 VERSION = "v1alpha1"
 
 # create_global_resource registers each class in lightkube's resource registry (so that
@@ -32,6 +34,10 @@ NodeMetric = create_global_resource(SLO_GROUP, VERSION, "NodeMetric", "nodemetri
 NodeSLO = create_global_resource(SLO_GROUP, VERSION, "NodeSLO", "nodeslos")
 ClusterColocationProfile = create_global_resource(
     CONFIG_GROUP, VERSION, "ClusterColocationProfile", "clustercolocationprofiles"
+)
+# koord-descheduler's migration requests; cluster-scoped, as Koordinator's CRD.
+PodMigrationJob = create_global_resource(
+    SCHEDULING_GROUP, VERSION, "PodMigrationJob", "podmigrationjobs"
 )
 
 R = TypeVar("R", bound=lkres.Resource)

@@ -40,7 +40,7 @@ from lightkube import AsyncClient, KubeConfig
 from lightkube.config.models import Cluster, User
 
 from koordkube.client import FIELD_MANAGER, KubeApi
-from koordkube.resources import CONFIG_GROUP, SLO_GROUP, Object
+from koordkube.resources import CONFIG_GROUP, SCHEDULING_GROUP, SLO_GROUP, Object
 
 BASE_URL = "http://fake-kube-api.invalid"
 
@@ -82,6 +82,15 @@ KINDS = (
         "v1alpha1",
         "ClusterColocationProfile",
         "clustercolocationprofiles",
+        False,
+        status=True,
+        custom=True,
+    ),
+    Kind(
+        SCHEDULING_GROUP,
+        "v1alpha1",
+        "PodMigrationJob",
+        "podmigrationjobs",
         False,
         status=True,
         custom=True,

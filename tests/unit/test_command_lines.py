@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from descheduler import cli as descheduler_cli
 from koordapi.settings import settings
 from koordlet import cli as koordlet_cli
 from koordlet.config import Config
@@ -110,6 +111,24 @@ OLD_SCHEDULER: OldFlags = {
 }
 
 
+# koord-descheduler's, from its settings table alone (there was no hand-written parser):
+# Koordinator's flags, an unset leader election flag (None) taking the config file's value.
+OLD_DESCHEDULER: OldFlags = {
+    "--config": (None, None),
+    "--kubeconfig": (None, None),
+    "--address": ("0.0.0.0", None),  # noqa: S104 - Koordinator's default
+    "--port": (10251, None),
+    "--leader-elect": (None, ["true", "false"]),
+    "--leader-elect-lease-duration": (None, None),
+    "--leader-elect-renew-deadline": (None, None),
+    "--leader-elect-retry-period": (None, None),
+    "--leader-elect-resource-lock": (None, ["leases"]),
+    "--leader-elect-resource-name": (None, None),
+    "--leader-elect-resource-namespace": (None, None),
+    "--log-level": ("info", ["debug", "info", "warning", "error"]),
+}
+
+
 @dataclass(frozen=True)
 class Command:
     build_parser: Callable[[], argparse.ArgumentParser]
@@ -149,6 +168,14 @@ COMMANDS = {
         scheduler_cli.options_from_args,
         scheduler_cli.SchedulerOptions(cert_dir=Path("/c")),
         required=("--cert-dir=/c",),
+    ),
+    "koord-descheduler": Command(
+        descheduler_cli.build_parser,
+        descheduler_cli.TABLES,
+        OLD_DESCHEDULER,
+        descheduler_cli.DeschedulerOptions,
+        descheduler_cli.options_from_args,
+        descheduler_cli.DeschedulerOptions(),
     ),
 }
 FLAGS = [
@@ -205,6 +232,7 @@ def test_the_parsers_defaults_are_the_tables_defaults(
         pytest.param("koord-manager", ["--disable-web"], id="manager --disable-web"),
         pytest.param("koord-manager", ["--work=2"], id="manager --work"),
         pytest.param("koord-scheduler", ["--url", "/x"], id="scheduler --url"),
+        pytest.param("koord-descheduler", ["--conf", "/x"], id="descheduler --conf"),
     ],
 )
 def test_abbreviations_are_errors(name: str, argv: list[str]) -> None:
@@ -227,6 +255,7 @@ def test_the_four_commands_share_one_logging_set_up() -> None:
         "koordlet/ctl/__init__.py",
         "manager/cli.py",
         "scheduler/cli.py",
+        "descheduler/cli.py",
     ):
         source = (root / path).read_text()
         assert "logsetup.configure(" in source, path

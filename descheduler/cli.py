@@ -1,0 +1,225 @@
+"""The ``koord-descheduler`` command: LowNodeLoad rounds and the migration controller.
+
+Koordinator's flags where they apply (cmd/koord-descheduler/app/options): ``--config`` (a
+DeschedulerConfiguration file, descheduler/v1alpha2), the leader election flags
+(``--leader-elect``, ``--leader-elect-lease-duration``, ... ``--leader-elect-resource-name``,
+``--leader-elect-resource-namespace``: given, they win over the file's leaderElection, as
+upstream), and the deprecated insecure serving ``--address``/``--port`` (/healthz and
+/metrics; ignored with ``--config``, whose healthzBindAddress and metricsBindAddress say
+where). Koordinator has no dry-run flag: the file's ``dryRun`` (or LowNodeLoadArgs' or
+MigrationControllerArgs') makes a dry run. Written as for Koordinator's Go binary if need be
+(koordapi.goflags); its flags with no counterpart here are accepted and said at start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from dataclasses import dataclass, field, replace
+from importlib.metadata import version
+from pathlib import Path
+from typing import TypeVar
+
+from descheduler.config import (
+    DEFAULT_INSECURE_PORT,
+    ConfigError,
+    DeschedulerConfig,
+    LeaderElection,
+    parse_config,
+)
+from koordapi import goflags, logsetup
+from koordapi.goflags import Ignored
+from koordapi.settings import BOOLEANS, add_arguments, flag, load, parse_bool
+
+_ELECTION = "leader election"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DeschedulerOptions:
+    """koord-descheduler's flags, a settings table (koordapi.settings). A leader election
+    flag left unset (None) takes the configuration file's value, else Koordinator's
+    default."""
+
+    config: str | None = field(
+        default=None,
+        metadata=flag("config", "DeschedulerConfiguration file (descheduler/v1alpha2)"),
+    )
+    kubeconfig: str | None = field(
+        default=None,
+        metadata=flag(
+            "kubeconfig",
+            "kubeconfig file; default: the file's clientConnection.kubeconfig, else in-cluster "
+            "credentials, else $KUBECONFIG or ~/.kube/config",
+            ours=True,
+        ),
+    )
+    address: str = field(
+        default="0.0.0.0",  # noqa: S104 - Koordinator's default: reached through the pod IP
+        metadata=flag("address", "where --port listens; ignored with --config"),
+    )
+    port: int = field(
+        default=DEFAULT_INSECURE_PORT,
+        metadata=flag(
+            "port", "/healthz, /readyz and /metrics over HTTP; 0: none; ignored with --config"
+        ),
+    )
+    leader_elect: bool | None = field(
+        default=None,
+        metadata=flag(
+            "leader-elect",
+            "run the loop and the controller only while holding the Lease (default true)",
+            group=_ELECTION,
+            parse=parse_bool,
+            choices=BOOLEANS,
+        ),
+    )
+    leader_elect_lease_duration: float | None = field(
+        default=None,
+        metadata=flag("leader-elect-lease-duration", "default 15s", group=_ELECTION),
+    )
+    leader_elect_renew_deadline: float | None = field(
+        default=None,
+        metadata=flag("leader-elect-renew-deadline", "default 10s", group=_ELECTION),
+    )
+    leader_elect_retry_period: float | None = field(
+        default=None,
+        metadata=flag("leader-elect-retry-period", "default 2s", group=_ELECTION),
+    )
+    leader_elect_resource_lock: str | None = field(
+        default=None,
+        metadata=flag(
+            "leader-elect-resource-lock", "only leases", group=_ELECTION, choices=("leases",)
+        ),
+    )
+    leader_elect_resource_name: str | None = field(
+        default=None,
+        metadata=flag(
+            "leader-elect-resource-name", "the Lease (default koord-descheduler)", group=_ELECTION
+        ),
+    )
+    leader_elect_resource_namespace: str | None = field(
+        default=None,
+        metadata=flag(
+            "leader-elect-resource-namespace",
+            "the Lease's namespace (default koordinator-system)",
+            group=_ELECTION,
+        ),
+    )
+
+
+# The settings tables of the command line, in --help's order.
+TABLES = (DeschedulerOptions, logsetup.LogOptions)
+
+_NO_HTTPS = "no HTTPS serving: /healthz, /readyz and /metrics are served over HTTP"
+# Koordinator's koord-descheduler flags (v1.8) whose concept does not exist here.
+KOORDINATOR_ONLY: dict[str, Ignored] = {
+    "secure-port": Ignored(_NO_HTTPS),
+    "bind-address": Ignored(_NO_HTTPS),
+    "cert-dir": Ignored(_NO_HTTPS),
+    "tls-cert-file": Ignored(_NO_HTTPS),
+    "tls-private-key-file": Ignored(_NO_HTTPS),
+    "feature-gates": Ignored("no feature gates apply to the descheduler here"),
+    "show-hidden-metrics-for-version": Ignored("no hidden metrics"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="koord-descheduler",
+        description="Koordinator's descheduler, in Python: LowNodeLoad moves pods off nodes "
+        "whose NodeMetric shows them hot, through PodMigrationJobs that the migration "
+        "controller arbitrates and carries out with the Eviction API.",
+        allow_abbrev=False,
+    )
+    p.add_argument("--version", action="version", version=version("koordinator-py"))
+    add_arguments(p, *TABLES)
+    return p
+
+
+def options_from_args(args: argparse.Namespace) -> DeschedulerOptions:
+    return load(DeschedulerOptions, args)
+
+
+def config_from_options(options: DeschedulerOptions) -> DeschedulerConfig:
+    """The configuration file (Koordinator's defaults without one) with the flags applied;
+    ConfigError when the file is refused."""
+    if options.config:
+        try:
+            text = Path(options.config).read_text()
+        except OSError as err:
+            raise ConfigError(f"{options.config}: {err.strerror or err}") from None
+        config = parse_config(text, options.config)
+    else:
+        addr = f"{options.address}:{options.port}" if options.port else ""
+        config = DeschedulerConfig(healthz_bind_address=addr, metrics_bind_address=addr)
+    file = config.leader_election
+
+    def pick(flag_value: T | None, file_value: T) -> T:
+        return file_value if flag_value is None else flag_value
+
+    election = LeaderElection(
+        leader_elect=pick(options.leader_elect, file.leader_elect),
+        lease_duration=pick(options.leader_elect_lease_duration, file.lease_duration),
+        renew_deadline=pick(options.leader_elect_renew_deadline, file.renew_deadline),
+        retry_period=pick(options.leader_elect_retry_period, file.retry_period),
+        resource_name=pick(options.leader_elect_resource_name, file.resource_name),
+        resource_namespace=pick(options.leader_elect_resource_namespace, file.resource_namespace),
+    )
+    kubeconfig = options.kubeconfig or config.kubeconfig
+    return replace(config, leader_election=election, kubeconfig=kubeconfig)
+
+
+async def serve(config: DeschedulerConfig) -> int:
+    from descheduler.app import Descheduler  # noqa: PLC0415 - after arg parsing
+    from koordkube.client import KubeApi, build_client  # noqa: PLC0415
+
+    try:
+        client = build_client(config.kubeconfig or None)
+    except Exception as err:
+        print(f"koord-descheduler: no Kubernetes credentials: {err}", file=sys.stderr)
+        return 2
+    try:
+        descheduler = Descheduler(KubeApi(client, field_manager="koord-descheduler"), config)
+    except ValueError as err:  # leader election timings client-go refuses
+        print(f"koord-descheduler: {err}", file=sys.stderr)
+        return 2
+    task = asyncio.create_task(descheduler.run())
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        logging.getLogger("koord-descheduler").info("koord-descheduler stopped")
+        return 0
+    return 1  # the Lease was lost: exit so that the replica restarts as a follower
+
+
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The parsed flags, from ours or Koordinator's syntax, and what is not followed (to log).
+    A bare ``--leader-elect`` (Go's bool syntax) means true."""
+    argv = ["--leader-elect=true" if a in ("-leader-elect", "--leader-elect") else a for a in argv]
+    translated = goflags.translate(argv, TABLES, KOORDINATOR_ONLY)
+    return build_parser().parse_args(translated.argv), list(translated.notes)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, notes = parse_args(sys.argv[1:] if argv is None else argv)
+    logsetup.configure(args.log_level)
+    log = logging.getLogger("koord-descheduler")
+    for note in notes:
+        log.info("%s", note)
+    try:
+        config = config_from_options(options_from_args(args))
+    except ConfigError as err:
+        print(f"koord-descheduler: --config {err}", file=sys.stderr)
+        return 2
+    for note in config.notes:
+        log.info("%s", note)
+    if config.effective_dry_run:
+        log.info("dry run: no PodMigrationJob is created; each would-be migration is an Event")
+    return asyncio.run(serve(config))
