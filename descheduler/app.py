@@ -1,5 +1,6 @@
 """koord-descheduler's composition root: informers, the descheduling loop, the migration
-controller, leader election, and /healthz, /readyz and /metrics.
+controller, leader election, and /healthz, /readyz, /metrics and the read-only
+/explain/nodes/{name} (the last round's view of a node, descheduler.explain).
 
 Every replica keeps the informer caches and serves the probes and /metrics. Only the
 replica holding the Lease (Koordinator's: koordinator-system/koord-descheduler) runs the
@@ -23,6 +24,7 @@ from descheduler.balancer import Balancer
 from descheduler.config import DeschedulerConfig
 from descheduler.controller import REQUEUE_AFTER, MigrationController
 from descheduler.events import EventRecorder
+from descheduler.explain import View, open_jobs, routes
 from descheduler.metrics import DeschedulerMetrics
 from descheduler.state import DeschedulerState
 from koordkube.client import KubeApi
@@ -94,6 +96,20 @@ class Descheduler:
     def synced(self) -> bool:
         return self.state.synced()
 
+    def open_jobs(self, node: str) -> list[View]:
+        """The open PodMigrationJobs of ``node``'s pods, from the informers."""
+
+        def node_of(key: str) -> str | None:
+            pod = self.state.pod(key)
+            return None if pod is None else (pod.get("spec") or {}).get("nodeName")
+
+        return open_jobs((job for job, _ in self.state.jobs()), node_of, node)
+
+    def _no_round_yet(self) -> str:
+        if not self.leading.is_set():
+            return "no descheduling round here: this replica does not hold the leader Lease"
+        return "no descheduling round has run yet"
+
     async def lead(self) -> None:
         """The descheduling loop and the migration controller, until cancelled."""
         self.leading.set()
@@ -143,7 +159,10 @@ class Descheduler:
 
     async def _serve(self, addr: str) -> web.AppRunner:
         runner = await serve_probes(
-            addr, self.synced, lambda: (generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST)
+            addr,
+            self.synced,
+            lambda: (generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST),
+            routes(self.balancer.explain, self.open_jobs, self._no_round_yet),
         )
-        log.info("/healthz, /readyz and /metrics on %s", addr)
+        log.info("/healthz, /readyz, /metrics and /explain/nodes/{name} on %s", addr)
         return runner

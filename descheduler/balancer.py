@@ -25,6 +25,7 @@ from typing import Any
 from descheduler.anomaly import LowNodeLoadState
 from descheduler.config import LOW_NODE_LOAD, DeschedulerConfig
 from descheduler.events import NORMAL, EventRecorder
+from descheduler.explain import ExplainStore, node_views
 from descheduler.lownodeload import BalanceResult, balance
 from descheduler.metrics import DeschedulerMetrics
 from descheduler.migration.job import Mode, new_pod_migration_job
@@ -92,6 +93,7 @@ class Balancer:
             else None
         )
         self.last: BalanceResult | None = None
+        self.explain = ExplainStore()  # the last round's view of each node, for /explain
 
     async def run(self) -> None:
         """Rounds until cancelled; one round only when deschedulingInterval is 0."""
@@ -121,18 +123,28 @@ class Balancer:
         if args is None or self.lnl_state is None:
             return
         nodes = self.state.ready_nodes(self.config.node_selector)
+        now = self.clock()
         if len(nodes) <= 1:
             log.info("%d ready node(s): descheduling would only disrupt, no round", len(nodes))
+            note = f"{len(nodes)} ready node(s): no round, descheduling would only disrupt"
+            names = [str((node.get("metadata") or {}).get("name", "")) for node in nodes]
+            views = {name: {"pools": [], "note": note} for name in names}
+            self.explain.record(now, self.config.effective_dry_run, views)
             return
+        infos = self.state.node_infos(nodes)
         migration = self.config.migration
-        result = balance(
-            args,
-            self.state.node_infos(nodes),
-            self.lnl_state,
-            self.clock(),
-            migration.effective_evictor(),
-        )
+        result = balance(args, infos, self.lnl_state, now, migration.effective_evictor())
         self.last = result
+        outcomes: dict[str, str] = {}
+        try:
+            await self._migrate(result, outcomes)
+        finally:
+            views = node_views(args, infos, result, self.lnl_state, now, outcomes=outcomes)
+            self.explain.record(now, self.config.effective_dry_run, views)
+
+    async def _migrate(self, result: BalanceResult, outcomes: dict[str, str]) -> None:
+        """A job (or a dry-run Event) per pod the round chose; ``outcomes`` gets what became of
+        each (by namespace/name), for /explain."""
         if result.paused:
             log.info("LowNodeLoad is paused")
             return
@@ -146,6 +158,7 @@ class Balancer:
         victims = result.victims()
         if not victims:
             return
+        migration = self.config.migration
         dry_run = self.config.effective_dry_run
         view = self.state.cluster_view()
         active = {
@@ -158,18 +171,22 @@ class Balancer:
             pod = self.state.pod(victim.pod)
             pod_view = view.pod(victim.pod)
             if pod is None or pod_view is None:
+                outcomes.setdefault(victim.pod, "not migrated: the pod is not in the cache")
                 continue
             namespace = pod_view.namespace
             if victim.pod in active:
                 log.debug("pod %s already has a PodMigrationJob", victim.pod)
+                outcomes.setdefault(victim.pod, "not migrated: it has an open PodMigrationJob")
                 continue
             forbidden = forbidden_reason(pod_view, migration, view)
             if forbidden is not None:
                 log.info("pod %s is not migrated: %s", victim.pod, forbidden)
+                outcomes[victim.pod] = f"not migrated: {forbidden}"
                 continue
             refused = limits.refusal(node, namespace)
             if refused is not None:
                 log.info("pod %s is not migrated this round: %s", victim.pod, refused)
+                outcomes[victim.pod] = f"not migrated this round: {refused}"
                 continue
             limits.count(node, namespace)
             active.add(victim.pod)
@@ -181,10 +198,12 @@ class Balancer:
                 log.info("%s", message)
                 self.metrics.dry_run_migrations.labels(LOW_NODE_LOAD, namespace, node).inc()
                 await self.events.post(pod, NORMAL, DRY_RUN_REASON, message, "Descheduling")
+                outcomes[victim.pod] = f"dry run: {DRY_RUN_REASON} Event posted, no job"
                 continue
-            await self._create_job(pod, node, victim.reason)
+            outcomes[victim.pod] = await self._create_job(pod, node, victim.reason)
 
-    async def _create_job(self, pod: Mapping[str, Any], node: str, reason: str) -> None:
+    async def _create_job(self, pod: Mapping[str, Any], node: str, reason: str) -> str:
+        """Creates the pod's PodMigrationJob; what became of it, for /explain."""
         migration = self.config.migration
         job = new_pod_migration_job(
             pod,
@@ -202,7 +221,7 @@ class Balancer:
             await self.api.create(PodMigrationJobResource, job)
         except Exception as err:
             log.warning("cannot create a PodMigrationJob for pod %s: %s", key, err)
-            return
+            return f"not migrated: the PodMigrationJob was not created ({err})"
         self.metrics.jobs_created.labels(LOW_NODE_LOAD).inc()
         log.info(
             "PodMigrationJob %s created: pod %s off node %s (%s)",
@@ -211,3 +230,4 @@ class Balancer:
             node,
             reason,
         )
+        return f"PodMigrationJob {job['metadata']['name']} created"

@@ -21,7 +21,7 @@ classes, order and the pod filters are descheduler.utilization's.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from descheduler.anomaly import AnomalyDetector, LowNodeLoadState
 from descheduler.args import AnomalyCondition, EvictorArgs, LowNodeLoadArgs, NodePool
@@ -73,6 +73,7 @@ class NodeSnapshot:
     high: Mapping[str, int]
     prod_low: Mapping[str, int]
     prod_high: Mapping[str, int]
+    allocatable: Mapping[str, int] = field(default_factory=dict)  # what percentages are of
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,7 @@ def _snapshot(load: NodeLoad, category: str) -> NodeSnapshot:
         dict(load.high),
         dict(load.prod_low),
         dict(load.prod_high),
+        dict(load.node.allocatable),
     )
 
 

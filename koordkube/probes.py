@@ -1,8 +1,9 @@
-"""/healthz, /readyz and /metrics on one address, for koord-manager and koord-scheduler."""
+"""/healthz, /readyz and /metrics on one address, for koord-manager, koord-scheduler and
+koord-descheduler (which adds its read-only /explain routes there)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from aiohttp import web
 
@@ -15,8 +16,14 @@ def split_addr(addr: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - a server's default
 
 
-async def serve_probes(addr: str, ready: Callable[[], bool], metrics: Exposition) -> web.AppRunner:
-    """Serve the three endpoints on ``addr``; /readyz answers 503 until ``ready()``."""
+async def serve_probes(
+    addr: str,
+    ready: Callable[[], bool],
+    metrics: Exposition,
+    routes: Iterable[web.AbstractRouteDef] = (),
+) -> web.AppRunner:
+    """Serve the three endpoints on ``addr``, and ``routes`` besides them (``web.get(...)``);
+    /readyz answers 503 until ``ready()``."""
 
     async def healthz(_request: web.Request) -> web.Response:
         return web.Response(text="ok\n")
@@ -33,6 +40,7 @@ async def serve_probes(addr: str, ready: Callable[[], bool], metrics: Exposition
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", exposition)
+    app.router.add_routes(routes)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     host, port = split_addr(addr)

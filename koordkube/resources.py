@@ -1,6 +1,6 @@
 """The kinds the components read and write, and conversions between lightkube objects and dicts.
 
-Koordinator's CRDs (NodeMetric, NodeSLO, ClusterColocationProfile, PodMigrationJob) are
+Koordinator's CRDs (NodeMetric, NodeSLO, ClusterColocationProfile, PodMigrationJob, Device) are
 lightkube generic resources (dict-shaped); built-in kinds come from
 ``lightkube.resources``. Either class only names a REST endpoint for ``koordkube.client``:
 objects themselves travel as plain Kubernetes JSON dicts (``Object``), which is what the pure
@@ -39,6 +39,9 @@ ClusterColocationProfile = create_global_resource(
 PodMigrationJob = create_global_resource(
     SCHEDULING_GROUP, VERSION, "PodMigrationJob", "podmigrationjobs"
 )
+# a node's GPUs and RDMA NICs, one per node named after it: koordlet writes it, koord-scheduler's
+# DeviceShare reads it; cluster-scoped, and without a status subresource, as Koordinator's CRD.
+Device = create_global_resource(SCHEDULING_GROUP, VERSION, "Device", "devices")
 
 R = TypeVar("R", bound=lkres.Resource)
 

@@ -95,6 +95,8 @@ KINDS = (
         status=True,
         custom=True,
     ),
+    # Koordinator's Device CRD has no status subresource (its spec is the whole report)
+    Kind(SCHEDULING_GROUP, "v1alpha1", "Device", "devices", False, custom=True),
 )
 
 REASONS = {

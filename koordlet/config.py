@@ -60,6 +60,16 @@ class Config:
     proc_root: Path = field(
         default=Path("/proc/"), metadata=flag("proc-root-dir", "procfs mount point")
     )
+    # ours: Koordinator's hooks read the host's /dev where koordlet runs
+    dev_root: Path = field(
+        default=Path("/dev/"),
+        metadata=flag(
+            "dev-root-dir",
+            "device nodes' folder (the host's /dev): where the GPU and RDMA nodes that GPU env "
+            "inject and RDMA device inject add to containers are read",
+            ours=True,
+        ),
+    )
     resctrl_root: Path = field(
         default=RESCTRL_ROOT,
         metadata=flag("sys-fs-root-dir", "resctrl lives in its resctrl/", parse=resctrl_under),

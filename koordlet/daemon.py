@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from koordapi.features import GPU_ENV_INJECT
 from koordapi.nodemetric import MetricError, read_node_metric
 from koordlet.applying import Applier
 from koordlet.cgroupfs.hierarchy import raise_open_files_limit
@@ -60,6 +61,7 @@ from koordlet.qosmanager.sysconfig import SystemConfig
 from koordlet.reconciling import Reconciler
 from koordlet.sdnotify import notify, watchdog_interval
 from koordlet.server import StatusServer
+from koordlet.states.devnodes import NvidiaDeviceNodes
 from koordlet.states.nodeconfig import NodeConfigFile
 from koordlet.states.pods import PodStore
 from koordlet.states.snapshot import build_rules
@@ -75,6 +77,7 @@ if TYPE_CHECKING:  # cluster mode's modules are imported only in cluster mode (l
     from koordkube.eviction import EvictionAPI
     from koordlet.cluster.kubelet import KubeletPodSync
     from koordlet.cluster.nodeconfig import NodeConfigInformer
+    from koordlet.collectors.devices import DeviceInventory
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +124,19 @@ class Koordlet:
         self.metrics.registry.register(self.unsupported)
         self.unsupported.note(self.node_config.current.spec)
         self.pods = PodStore(config.cgroup_driver, config.cgroup_root)
+        self.rdma = (
+            RDMACollector(config.sys_root, config.dev_root)
+            if config.feature_gates.enabled("RDMADevices")
+            else None
+        )
+        # the NVIDIA device nodes GPU env inject adds (read only with that gate on)
+        self.nvidia_nodes = (
+            NvidiaDeviceNodes(config.dev_root)
+            if config.feature_gates.enabled(GPU_ENV_INJECT)
+            else None
+        )
         self._rules: Rules | None = None
-        self._rules_key: tuple[object, int] | None = None
+        self._rules_key: tuple[object, ...] | None = None
         applier = self.applier = Applier(
             self.executor,
             self.resctrl,
@@ -163,9 +177,6 @@ class Koordlet:
                 "across restarts), hooks and QoS strategies run as usual",
                 cache_problem,
             )
-        self.rdma = (
-            RDMACollector(config.sys_root) if config.feature_gates.enabled("RDMADevices") else None
-        )
         self.schedlat = (
             SchedLatencyCollector(
                 self.pods.snapshot,
@@ -381,6 +392,9 @@ class Koordlet:
                     self.kube, self.config.node_name, topology, self.node_config.nodes
                 )
                 tasks.append(asyncio.create_task(publisher.run()))
+        inventory = None
+        if self.config.feature_gates.enabled("Accelerators"):
+            inventory = self._device_reporter(tasks)
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -388,6 +402,29 @@ class Koordlet:
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(*tasks, return_exceptions=True)
+            if inventory is not None:
+                inventory.close()
+
+    def _device_reporter(self, tasks: list[asyncio.Task[None]]) -> DeviceInventory:
+        """Cluster mode with Accelerators: the Device report (RDMA NICs with RDMADevices)."""
+        from koordlet.cluster.devices import DeviceReporter, inventory_builder  # noqa: PLC0415
+        from koordlet.cluster.nodeconfig import NodeConfigInformer  # noqa: PLC0415
+        from koordlet.collectors.devices import DeviceInventory  # noqa: PLC0415
+
+        assert self.kube is not None
+        c = self.config
+        inventory = DeviceInventory(c.sys_root, rdma=c.feature_gates.enabled("RDMADevices"))
+        informer = self.node_config if isinstance(self.node_config, NodeConfigInformer) else None
+
+        def node_uid() -> str:
+            node = informer.nodes.get(c.node_name) if informer is not None else None
+            return str(((node or {}).get("metadata") or {}).get("uid", ""))
+
+        reporter = DeviceReporter(
+            self.kube, c.node_name, inventory_builder(inventory), node_uid=node_uid
+        )
+        tasks.append(asyncio.create_task(reporter.run()))
+        return inventory
 
     def _kubelet_sync(self, informer: NodeConfigInformer) -> KubeletPodSync:
         """Pods from the kubelet, for those NRI did not report (cluster mode)."""
@@ -513,6 +550,21 @@ class Koordlet:
             log.warning(
                 "feature gate CoreSched is on, but this kernel has no core scheduling: no effect"
             )
+        nvidia = self.nvidia_nodes.current() if self.nvidia_nodes is not None else None
+        if nvidia is not None:
+            if nvidia.gpus or nvidia.control:
+                log.info(
+                    "GPU env inject: NVIDIA device nodes under %s: GPUs %s, %s",
+                    self.config.dev_root,
+                    ",".join(str(m) for m in nvidia.gpus) or "none",
+                    ", ".join(d.path for d in nvidia.control) or "no control nodes",
+                )
+            else:
+                log.info(
+                    "GPU env inject: no NVIDIA device node under %s: containers get "
+                    "NVIDIA_VISIBLE_DEVICES only (the NVIDIA runtime adds the nodes)",
+                    self.config.dev_root,
+                )
         if gates.enabled("Resctrl") and not k.resctrl:
             log.warning(
                 "feature gate Resctrl is on but resctrl is not mounted at %s",
@@ -526,7 +578,10 @@ class Koordlet:
 
     def rules(self) -> Rules:
         """The current snapshot, rebuilt when the node config or the pinned pods changed."""
-        key = (self.node_config.current, self.pods.pinned_generation)
+        nvidia = self.nvidia_nodes.current() if self.nvidia_nodes is not None else None
+        rdma = self.rdma
+        verbs, rdma_cm = (rdma.verbs_devices, rdma.rdma_cm) if rdma is not None else ({}, None)
+        key = (self.node_config.current, self.pods.pinned_generation, nvidia, verbs, rdma_cm)
         if self._rules is None or key != self._rules_key:
             self._rules = build_rules(
                 self.node_config.current,
@@ -536,6 +591,9 @@ class Koordlet:
                 self.config.feature_gates,
                 disable_unset_cpu_quota=self.config.disable_unset_cpu_quota,
                 hami_core_library=self.config.hami_core_library,
+                nvidia=nvidia,
+                rdma_verbs=verbs,
+                rdma_cm=rdma_cm,
             )
             self._rules_key = key
         return self._rules

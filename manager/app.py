@@ -26,6 +26,7 @@ from koordkube.leader import LeaderElectionConfig, LeaderElector
 from koordkube.probes import serve_probes
 from koordkube.resources import object_key
 from koordkube.workqueue import WorkQueue, run_worker
+from manager.controllers.deviceresource import DeviceResourceController
 from manager.controllers.events import EventRecorder
 from manager.controllers.noderesource import NAME as NODE_RESOURCE
 from manager.controllers.noderesource import NodeResourceController
@@ -125,10 +126,12 @@ class Manager:
         self.node_resource = NodeResourceController(api, self.state, self.metrics, clock=clock)
         self.node_slo = NodeSLOController(api, self.state, self.events, self.metrics)
         self.node_metric = NodeMetricController(api, self.state, self.metrics)
+        self.device_resource = DeviceResourceController(api, self.state, self.metrics)
         self.reconcilers: dict[str, Callable[[str], Awaitable[float | None]]] = {
             NODE_RESOURCE: self.node_resource.reconcile,
             NodeSLOController.NAME: self.node_slo.reconcile,
             NodeMetricController.NAME: self.node_metric.reconcile,
+            DeviceResourceController.NAME: self.device_resource.reconcile,
         }
         self.queues = {name: WorkQueue() for name in self.reconcilers}
         self._wire()
@@ -167,6 +170,9 @@ class Manager:
         s.node_metrics.add_handler(on_metric)
         s.pods.add_handler(on_pod)
         s.node_slos.add_handler(lambda _e, slo: q[NodeSLOController.NAME].add(object_key(slo)))
+        s.devices.add_handler(
+            lambda _e, device: q[DeviceResourceController.NAME].add(object_key(device))
+        )
 
     # -- running ------------------------------------------------------------------------------
 
@@ -208,7 +214,10 @@ class Manager:
 
     async def run(self) -> None:
         """Until cancelled, or until this replica loses the Lease."""
-        informers = [asyncio.create_task(i.run()) for i in self.state.informers]
+        informers = [
+            asyncio.create_task(i.run())
+            for i in (*self.state.informers, *self.state.optional_informers)
+        ]
         servers: list[web.AppRunner] = []
         try:
             for addr in dict.fromkeys((self.options.metrics_addr, self.options.health_probe_addr)):

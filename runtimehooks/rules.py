@@ -61,6 +61,8 @@ class NodeState:
     allocatable_memory: int = 0
     rdma_verbs: Mapping[str, tuple[Device, ...]] = field(default_factory=dict)  # PCI address →
     rdma_cm: Device | None = None
+    nvidia_gpus: Mapping[int, Device] = field(default_factory=dict)  # minor → /dev/nvidia<minor>
+    nvidia_control: tuple[Device, ...] = ()  # nvidiactl, nvidia-uvm, nvidia-uvm-tools present
 
 
 @dataclass(frozen=True)

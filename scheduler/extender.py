@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from koordapi import keys
 from koordapi.cpuset import format_cpuset
 from koordapi.errors import ModelError
-from scheduler import cpubind, cputopology, loadaware
+from scheduler import cpubind, cputopology, deviceshare, loadaware
 
 REASON_NODE_NOT_FOUND = "node not found"
 _EMPTY: Mapping[str, Any] = {}
@@ -68,13 +68,27 @@ class ClusterView(Protocol):
         reportInterval whose usage the NodeMetric reports (they add nothing)."""
 
 
+class DeviceView(Protocol):
+    """What a ClusterView offers when it knows the nodes' Device objects (DeviceShare). A view
+    without ``device`` is a cluster without Devices: GPU pods pass every node and score 0 there,
+    as in Koordinator for a node it has no Device for."""
+
+    def device(self, name: str) -> Mapping[str, Any] | None:
+        """The Device of that node (same name), or None if there is none."""
+
+
+def view_device(view: ClusterView, name: str) -> Mapping[str, Any] | None:
+    device = getattr(view, "device", None)
+    return None if device is None else device(name)
+
+
 class ChangeFeed(Protocol):
     """What a ClusterView may also offer so that the verbs re-check only the nodes that
     changed rather than every node of every request (three view calls per node otherwise)."""
 
     def changes_since(self, token: int) -> tuple[int, Collection[str] | None]:
-        """(a new token, the names of the nodes whose Node, NodeMetric, pods or assigned pods
-        changed after ``token``); None instead of the names when the view cannot tell (an
+        """(a new token, the names of the nodes whose Node, NodeMetric, Device, pods or assigned
+        pods changed after ``token``); None instead of the names when the view cannot tell (an
         unknown or too old token, such as the first call's -1): every node is then
         re-checked. Record a change after it is visible through the view, never before: a
         verb that read the old state is then told about the change on its next call."""
@@ -84,6 +98,7 @@ class ChangeFeed(Protocol):
 class ExtenderConfig:
     loadaware: loadaware.LoadAwareArgs = field(default_factory=loadaware.LoadAwareArgs)
     cpubind: cpubind.CPUBindArgs = field(default_factory=cpubind.CPUBindArgs)
+    deviceshare: deviceshare.DeviceShareArgs = field(default_factory=deviceshare.DeviceShareArgs)
 
 
 DEFAULT_CONFIG = ExtenderConfig()
@@ -107,6 +122,7 @@ class DecisionCache:
         self._nodes: dict[str, Mapping[str, Any]] = {}
         self._loads: dict[str, loadaware.NodeLoad] = {}
         self._cpus: dict[str, cputopology.NodeCPUs | str] = {}
+        self._gpus: dict[str, deviceshare.NodeGPUs | None] = {}
 
     def _sync(self, view: ClusterView, args: loadaware.LoadAwareArgs) -> bool:
         """Forget what the view says changed; False when it cannot say (no ChangeFeed)."""
@@ -120,11 +136,13 @@ class DecisionCache:
             self._nodes.clear()
             self._loads.clear()
             self._cpus.clear()
+            self._gpus.clear()
         else:
             for name in changed:
                 self._nodes.pop(name, None)
                 self._loads.pop(name, None)
                 self._cpus.pop(name, None)
+                self._gpus.pop(name, None)
         return True
 
     def node_loads(
@@ -176,6 +194,17 @@ class DecisionCache:
                 self._cpus[name] = trusted
         return trusted
 
+    def node_gpus(self, view: ClusterView, name: str) -> deviceshare.NodeGPUs | None:
+        """The node's GPUs and what its pods hold of them (None: no Device), trusted like its
+        free CPUs; call after node_loads has synced."""
+        trusted = self._view is view
+        if trusted and name in self._gpus:
+            return self._gpus[name]
+        gpus = deviceshare.node_gpus(view_device(view, name), view.pods_on(name))
+        if trusted:
+            self._gpus[name] = gpus
+        return gpus
+
 
 # -- reading ExtenderArgs --------------------------------------------------------------------
 
@@ -224,6 +253,7 @@ class _Pod:
     estimate: tuple[int, int]
     daemonset: bool
     bind: cpubind.CPUBindRequest | str | None
+    gpu: deviceshare.GPURequest | str | None = None
 
 
 def _read_pod(pod: Mapping[str, Any], config: ExtenderConfig) -> _Pod:
@@ -232,6 +262,7 @@ def _read_pod(pod: Mapping[str, Any], config: ExtenderConfig) -> _Pod:
             loadaware.estimate_pod(pod, config.loadaware),
             loadaware.is_daemonset_pod(pod),
             cpubind.cpu_bind_request(pod, config.cpubind),
+            deviceshare.gpu_request(pod),
         )
     except loadaware.PodReadError as err:  # already names the pod
         raise ExtenderArgsError(str(err)) from None
@@ -269,7 +300,7 @@ def filter(  # the verb's name; shadows the builtin inside this module only
             for load, reason in zip(loads, reasons, strict=True)
         ]
     failed = {name: reason for name, reason in zip(names, reasons, strict=True) if reason}
-    if bind is None:  # the common case, in one pass
+    if bind is None and facts.gpu is None:  # the common case, in one pass
         if sent is None:
             passed_names = [name for name, r in zip(names, reasons, strict=True) if r is None]
             return _filter_result(None, passed_names, failed, {})
@@ -277,7 +308,9 @@ def filter(  # the verb's name; shadows the builtin inside this module only
         return _filter_result({**(candidates.node_list or {}), "items": items}, None, failed, {})
     passed = [i for i, reason in enumerate(reasons) if reason is None]
     unresolvable: dict[str, str] = {}
-    if isinstance(bind, str):  # a fractional CPU request: no node can pin it
+    if bind is None:
+        pass
+    elif isinstance(bind, str):  # a fractional CPU request: no node can pin it
         failed = {name: r for name, r in failed.items() if r == REASON_NODE_NOT_FOUND}
         unresolvable = {name: bind for name in names if name not in failed}
         passed = []
@@ -294,12 +327,50 @@ def filter(  # the verb's name; shadows the builtin inside this module only
             else:
                 failed[name] = reason
         passed = pinnable
+    if facts.gpu is not None:
+        passed, refused = _filter_gpus(
+            facts.gpu, passed, candidates, view=view, cache=cache, config=config
+        )
+        for name, (reason, final) in refused.items():
+            (unresolvable if final else failed)[name] = reason
     if sent is None:
         return _filter_result(None, [names[i] for i in passed], failed, unresolvable)
     items = [sent[i] for i in passed]
     return _filter_result(
         {**(candidates.node_list or {}), "items": items}, None, failed, unresolvable
     )
+
+
+def _filter_gpus(
+    gpu: deviceshare.GPURequest | str,
+    passed: list[int],
+    candidates: _Candidates,
+    *,
+    view: ClusterView,
+    cache: DecisionCache,
+    config: ExtenderConfig,
+) -> tuple[list[int], dict[str, tuple[str, bool]]]:
+    """DeviceShare's filter over the candidates still passing: (those that can give the pod
+    its GPUs, {name: (reason, unresolvable)} for the others). An invalid request fails every
+    node, unresolvably."""
+    names, sent = candidates.names, candidates.nodes
+    if isinstance(gpu, str):
+        return [], {names[i]: (gpu, True) for i in passed}
+    fitting: list[int] = []
+    refused: dict[str, tuple[str, bool]] = {}
+    for i in passed:
+        name = names[i]
+        node = view.node(name) if sent is None else sent[i]
+        if node is None:
+            refused[name] = (REASON_NODE_NOT_FOUND, False)
+            continue
+        gpus = cache.node_gpus(view, name)
+        verdict = deviceshare.filter_gpus(gpu, gpus, node, config.deviceshare)
+        if verdict is None:
+            fitting.append(i)
+        else:
+            refused[name] = verdict
+    return fitting, refused
 
 
 def _filter_result(
@@ -336,6 +407,15 @@ def prioritize(
     la_args = config.loadaware
     loads = cache.node_loads(view, candidates.names, candidates.nodes, la_args)
     scores = loadaware.score_nodes(facts.estimate, loads, la_args, now)
+    if isinstance(facts.gpu, deviceshare.GPURequest):
+        # DeviceShare's 0..100, normalised over the candidates, averaged with LoadAware's
+        gpu, args = facts.gpu, config.deviceshare
+        raw = [
+            deviceshare.score_gpus(gpu, cache.node_gpus(view, name), args)
+            for name in candidates.names
+        ]
+        device_scores = deviceshare.normalize_scores(raw)
+        scores = [(a + b) // 2 for a, b in zip(scores, device_scores, strict=True)]
     # loadaware.extender_score written out (scores are 0..100): this runs for every node
     return [
         {"Host": name, "Score": (score + 5) // 10}
@@ -351,6 +431,7 @@ class BindPlan:
     annotations: Mapping[str, str] = field(default_factory=dict)
     cpuset: str = ""
     error: str = ""
+    gpus: str = ""  # the GPU minors given, "0,1", for the log
 
 
 def bind_decision(
@@ -362,13 +443,50 @@ def bind_decision(
     cache: DecisionCache | None = None,
 ) -> BindPlan:
     """The resource-status cpuset (and, if the pod named no policy, the resource-spec
-    recording the one used) for an LSE/LSR prod pod with whole CPUs; an empty plan for any
-    other pod. CPUs are chosen from the node's state now, not at filter time: the pod's own
-    earlier pinning, if the view already holds one, counts as free."""
+    recording the one used) for an LSE/LSR prod pod with whole CPUs, and the device-allocated
+    GPUs for a pod asking for GPUs on a node with a Device; an empty plan for any other pod.
+    CPUs and GPUs are chosen from the node's state now, not at filter time: the pod's own
+    earlier pinning or allocation, if the view already holds one, counts as free."""
     try:
         request = cpubind.cpu_bind_request(pod, config.cpubind)
+        gpu = deviceshare.gpu_request(pod)
     except (ModelError, TypeError, AttributeError) as err:
         return BindPlan(error=f"pod {loadaware.pod_key(pod)}: {err}")
+    if gpu is None:
+        return _bind_cpus(pod, request, node_name, view, config=config, cache=cache)
+    if isinstance(gpu, str):
+        return BindPlan(error=gpu)
+    node = view.node(node_name)
+    if node is None:
+        return BindPlan(error=REASON_NODE_NOT_FOUND)
+    plan = _bind_cpus(pod, request, node_name, view, config=config, cache=cache)
+    if plan.error:
+        return plan
+    gpus = deviceshare.node_gpus(view_device(view, node_name), view.pods_on(node_name))
+    if gpus is None:  # no Device: nothing to choose, the device plugin does (as Koordinator)
+        return plan
+    refused = deviceshare.filter_gpus(gpu, None, node, config.deviceshare)
+    if refused is not None:
+        return BindPlan(error=refused[0])
+    chosen = deviceshare.allocate(gpu, gpus.without(cputopology.pod_key(pod)), config.deviceshare)
+    if isinstance(chosen, tuple):
+        return BindPlan(error=chosen[0])
+    annotations = {
+        **plan.annotations,
+        keys.ANNOTATION_DEVICE_ALLOCATED: deviceshare.device_allocated(chosen),
+    }
+    return BindPlan(annotations, plan.cpuset, gpus=",".join(str(a.minor) for a in chosen))
+
+
+def _bind_cpus(
+    pod: Mapping[str, Any],
+    request: cpubind.CPUBindRequest | str | None,
+    node_name: str,
+    view: ClusterView,
+    *,
+    config: ExtenderConfig,
+    cache: DecisionCache | None,
+) -> BindPlan:
     if request is None:
         return BindPlan()
     if isinstance(request, str):
@@ -413,7 +531,8 @@ class StaticClusterView:
     """A ClusterView (and ChangeFeed) over objects held in memory, for tests and benchmarks.
     Change it only through its methods: they record which node changed.
 
-    view = StaticClusterView(nodes=[node], node_metrics=[metric], pods=[running_pod])
+    view = StaticClusterView(nodes=[node], node_metrics=[metric], pods=[running_pod],
+                             devices=[device])
     bound = view.bind(pod, "node-a", at=now, annotations=plan.annotations)
     """
 
@@ -422,9 +541,11 @@ class StaticClusterView:
         nodes: Iterable[Mapping[str, Any]] = (),
         node_metrics: Iterable[Mapping[str, Any]] = (),
         pods: Iterable[Mapping[str, Any]] = (),
+        devices: Iterable[Mapping[str, Any]] = (),
     ) -> None:
         self._nodes: dict[str, Mapping[str, Any]] = {}
         self._metrics: dict[str, Mapping[str, Any]] = {}
+        self._devices: dict[str, Mapping[str, Any]] = {}
         self._pods: dict[str, list[Mapping[str, Any]]] = {}
         self._assigned: dict[str, list[tuple[Mapping[str, Any], float]]] = {}
         self._changes: list[str] = []  # node names, one per change; token = its length
@@ -434,12 +555,17 @@ class StaticClusterView:
             self.put_node_metric(metric)
         for pod in pods:
             self.add_pod(pod)
+        for device in devices:
+            self.put_device(device)
 
     def node(self, name: str) -> Mapping[str, Any] | None:
         return self._nodes.get(name)
 
     def node_metric(self, name: str) -> Mapping[str, Any] | None:
         return self._metrics.get(name)
+
+    def device(self, name: str) -> Mapping[str, Any] | None:
+        return self._devices.get(name)
 
     def pods_on(self, name: str) -> Sequence[Mapping[str, Any]]:
         return self._pods.get(name, ())
@@ -465,6 +591,10 @@ class StaticClusterView:
     def put_node_metric(self, metric: Mapping[str, Any]) -> None:
         self._metrics[metric["metadata"]["name"]] = metric
         self._changes.append(metric["metadata"]["name"])
+
+    def put_device(self, device: Mapping[str, Any]) -> None:
+        self._devices[device["metadata"]["name"]] = device
+        self._changes.append(device["metadata"]["name"])
 
     def add_pod(self, pod: Mapping[str, Any], assigned_at: float | None = None) -> None:
         """A pod already on its node (spec.nodeName), assigned at ``assigned_at``, else at its

@@ -2,7 +2,8 @@
 
 POST {prefix}/filter and {prefix}/prioritize answer from the informer view through the pure
 functions of scheduler.extender; POST {prefix}/bind writes the pod's resource-status
-annotation (for LSE/LSR pods pinned to CPUs) and then creates the Binding. Replies are
+annotation (for LSE/LSR pods pinned to CPUs) and device-allocated annotation (for pods given
+GPUs) in one update, and then creates the Binding. Replies are
 PascalCase JSON with status 200; a request that cannot be answered gets the verb's error
 field (Error), never a 500 with a traceback. The verbs share one DecisionCache and run
 without awaiting in the event loop, so they never interleave; bind awaits its writes after
@@ -42,7 +43,7 @@ def _error_reply(verb: str, message: str) -> Any:
 
 
 class Binder:
-    """bind: decide the CPUs, count the pod on the node, write the annotation, bind."""
+    """bind: decide the CPUs and GPUs, count the pod on the node, write the annotations, bind."""
 
     def __init__(
         self,
@@ -83,6 +84,7 @@ class Binder:
             log.warning("binding %s/%s to %s failed: %s", namespace, name, node, err)
             return {"Error": f"binding {namespace}/{name} to {node}: {err}"}
         pinned = f" cpuset {plan.cpuset}" if plan.cpuset else ""
+        pinned += f" gpus {plan.gpus}" if plan.gpus else ""
         log.info("bound %s to %s%s", object_key(pod), node, pinned)
         return {"Error": ""}
 

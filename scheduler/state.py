@@ -1,10 +1,11 @@
-"""koord-scheduler's view of the cluster: Node, Pod and NodeMetric informers, as a ClusterView.
+"""koord-scheduler's view of the cluster: Node, Pod, NodeMetric and Device informers, as a
+ClusterView (and DeviceView).
 
 The verbs (scheduler.extender) read only from here. Besides the caches it keeps the pods this
 extender bound whose Binding the pod informer has not shown yet ("assumed", with the
 annotations planned for them), so that two LSR pods in quick succession are never given the
-same CPUs, and it records which node each change concerns (the ChangeFeed), so the verbs
-re-check only those nodes.
+same CPUs and two GPU pods never the same share of a GPU, and it records which node each change
+concerns (the ChangeFeed), so the verbs re-check only those nodes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from lightkube.resources.core_v1 import Node, Pod
 from koordkube.client import KubeApi
 from koordkube.informer import Informer
 from koordkube.podindex import PodsByNode
-from koordkube.resources import NodeMetric, object_key
+from koordkube.resources import Device, NodeMetric, object_key
 from scheduler import loadaware
 from scheduler.extender import scheduled_at
 
@@ -35,6 +36,7 @@ class InformerClusterView:
         self.nodes = Informer(api, Node)
         self.pods = Informer(api, Pod)
         self.node_metrics = Informer(api, NodeMetric)
+        self.devices = Informer(api, Device)
         self._by_node = PodsByNode()
         self._assumed: dict[str, tuple[Object, str, float]] = {}  # pod key → (pod, node, at)
         self._bound_at: dict[str, float] = {}  # pod key → when this extender bound it
@@ -42,14 +44,19 @@ class InformerClusterView:
         self._base = 0  # the token of self._changes[0]
         self.nodes.add_handler(lambda _e, node: self._changed(object_key(node)))
         self.node_metrics.add_handler(lambda _e, metric: self._changed(object_key(metric)))
+        self.devices.add_handler(lambda _e, device: self._changed(object_key(device)))
         self.pods.add_handler(self._on_pod)
 
     @property
     def informers(self) -> list[Informer]:
-        return [self.nodes, self.pods, self.node_metrics]
+        """Every informer to run."""
+        return [self.nodes, self.pods, self.node_metrics, self.devices]
 
     def synced(self) -> bool:
-        return all(i.synced.is_set() for i in self.informers)
+        """Ready once Nodes, Pods and NodeMetrics are listed. Devices are not waited for: a
+        cluster without Koordinator's Device CRD (or RBAC for it) still schedules, and until
+        the Device informer lists, GPU pods are judged as on nodes without a Device."""
+        return all(i.synced.is_set() for i in (self.nodes, self.pods, self.node_metrics))
 
     # -- ChangeFeed -----------------------------------------------------------------------------
 
@@ -111,6 +118,9 @@ class InformerClusterView:
 
     def node_metric(self, name: str) -> Object | None:
         return self.node_metrics.get(name)
+
+    def device(self, name: str) -> Object | None:
+        return self.devices.get(name)
 
     def pods_on(self, name: str) -> Sequence[Object]:
         found = self._by_node.on(name)

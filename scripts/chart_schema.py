@@ -39,6 +39,7 @@ FREE_FORM = {
     "flags",
     "loadAware",
     "data",
+    "args",
 }
 # Values that take any scalar (an image tag may be written as a number).
 SCALAR = {"tag": {"type": ["string", "number"]}}
@@ -50,19 +51,16 @@ KOORDINATOR_KEYS = {
         "imageRepositoryHost",
         "webhookConfiguration",
         "serviceAccount",
-        "descheduler",
         "deviceDaemon",
     ],
     # Koordinator's CRDs that this chart does not have: their switches change nothing here.
     ("crds",): [
-        "devices",
         "elasticquotaprofiles",
         "elasticquotas",
         "noderesourcetopologies",
         "recommendations",
         "reservations",
         "podgroups",
-        "podmigrationjobs",
         "clusternetworktopologies",
         "scheduleexplanations",
     ],
@@ -76,6 +74,7 @@ KOORDINATOR_KEYS = {
     ],
     ("manager",): ["log", "healthProbe", "resyncPeriod", "hostNetwork", "nodeAffinity"],
     ("manager", "metrics"): ["addr"],
+    ("descheduler",): ["log", "hostNetwork", "nodeAffinity"],
     ("scheduler",): [
         "log",
         "featureGates",

@@ -15,6 +15,7 @@ Subcommands:
                  applied values (koordlet's view; the cluster part with --kubeconfig)
     doctor       check this node for koordlet: containerd's NRI settings and socket, koordlet's
                  registration, cgroups, kernel features, devices; a fix for each problem
+    devices      the GPUs and RDMA NICs koordlet reports in the node's Device (NVML, sysfs)
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ COMMANDS = {
     "kernel": "kernel",
     "doctor": "doctor",
     "status": "status",
+    "devices": "devices",
 }
 
 
@@ -65,6 +67,19 @@ def add_status_parser(sub: Any) -> None:
     cmd.add_argument("--node", help="node name (default: koordlet's, else this host's)")
     cmd.add_argument("--kubeconfig", help="default: in-cluster, $KUBECONFIG or ~/.kube/config")
     cmd.add_argument("--addr", default=DEFAULT_ADDR, help="koordlet's --addr (default %(default)s)")
+    cmd.add_argument("--json", action="store_true", help="one JSON object")
+
+
+def add_devices_parser(sub: Any) -> None:
+    cmd = sub.add_parser(
+        "devices",
+        help="this node's GPUs and RDMA NICs as koordlet reports them (the Device object)",
+        description="The GPUs (through NVML: minor, UUID, health, memory, NUMA node, PCIe root "
+        "and bus) and RDMA NICs (from sysfs) that koordlet reports in this node's Device "
+        "object, read on this node. No GPUs is not an error: the reason is printed.",
+    )
+    cmd.add_argument("--sys-root-dir", default="/sys/")
+    cmd.add_argument("--node", help="with --json: the Device's name (default: this host's)")
     cmd.add_argument("--json", action="store_true", help="one JSON object")
 
 
@@ -166,6 +181,12 @@ def build_parser() -> argparse.ArgumentParser:
     explain_cmd.add_argument("pod", help="pod uid, NAMESPACE/NAME or name; or `node`")
     explain_cmd.add_argument("name", nargs="?", help="with `node`: the node's name")
     explain_cmd.add_argument("--kubeconfig", help="with `node`: default in-cluster or ~/.kube")
+    explain_cmd.add_argument(
+        "--descheduler",
+        metavar="URL",
+        help="with `node`: koord-descheduler's address (e.g. http://127.0.0.1:10251) for its "
+        "last round's view of the node (default: $KOORD_DESCHEDULER_URL; neither: not asked)",
+    )
     explain_cmd.add_argument("--addr", default=DEFAULT_ADDR, help=addr_help)
     explain_cmd.add_argument("--json", action="store_true")
     inspect_cmd = sub.add_parser(
@@ -188,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     kern.add_argument("--json", action="store_true", help="one JSON object")
     add_doctor_parser(sub)
     add_status_parser(sub)
+    add_devices_parser(sub)
     return parser
 
 

@@ -1,12 +1,15 @@
 """koordctl's I/O: koordlet's JSON API on the node and, for the commands that use it, the API
-server (the Node, NodeMetric and NodeSLO through ``koordkube``, imported only when used)."""
+server (the Node, NodeMetric and NodeSLO through ``koordkube``, imported only when used) and
+koord-descheduler's read-only /explain (over plain HTTP: koordctl never imports it)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,10 @@ DEFAULT_ADDR = "127.0.0.1:9316"
 
 class KoordletUnreachable(Exception):
     pass
+
+
+class DeschedulerError(Exception):
+    """koord-descheduler could not be reached, or did not answer with a JSON object."""
 
 
 def fetch(addr: str, path: str) -> Any:
@@ -31,6 +38,35 @@ def fetch(addr: str, path: str) -> Any:
         raise KoordletUnreachable(
             f"cannot reach koordlet at {addr} ({err}); is it running with --addr {addr}?"
         ) from None
+
+
+def fetch_descheduler(base: str, path: str) -> dict[str, Any]:
+    """GET koord-descheduler's JSON at ``base`` (``http://HOST:PORT``; a bare HOST:PORT is
+    taken as http) + ``path``: the answer's object, or DeschedulerError with one line."""
+    if "://" not in base:
+        base = f"http://{base}"
+    scheme = urllib.parse.urlsplit(base).scheme
+    if scheme not in ("http", "https"):
+        raise DeschedulerError(f"{base}: not an http:// or https:// URL")
+    url = base.rstrip("/") + path
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - scheme checked
+            body = response.read()
+    except urllib.error.HTTPError as err:
+        detail = err.read().decode(errors="replace").strip()
+        with contextlib.suppress(ValueError, AttributeError):
+            detail = str(json.loads(detail).get("message", detail))
+        raise DeschedulerError(f"{url}: HTTP {err.code}: {detail}") from None
+    except (OSError, ValueError) as err:
+        reason = getattr(err, "reason", err)
+        raise DeschedulerError(f"cannot reach koord-descheduler at {base} ({reason})") from None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise DeschedulerError(f"{url}: a bad answer, not JSON: {body[:80]!r}") from None
+    if not isinstance(data, dict):
+        raise DeschedulerError(f"{url}: a bad answer, not a JSON object")
+    return data
 
 
 def read_node(name: str, kubeconfig: str | None) -> dict[str, Any]:

@@ -8,7 +8,7 @@ exclusive system-QoS CPUs, per NUMA node.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from koordapi import annotation, keys
 from koordapi.annotation import KubeletCPUManagerPolicy
@@ -16,10 +16,12 @@ from koordapi.cpuset import parse_cpuset
 from koordapi.errors import ModelError
 from koordapi.features import FeatureGates
 from koordapi.qos import QoSClass
+from koordlet.states.devnodes import NvidiaNodes
 from koordlet.states.nodeconfig import NodeConfig
 from koordlet.states.pods import KnownPod, PodStore
 from koordlet.states.topology import Topology
 from runtimehooks.hooks.cpuset import share_pools
+from runtimehooks.patch import Device
 from runtimehooks.rules import DEFAULT_HAMI_CORE_LIBRARY, KernelFeatures, NodeState, Rules
 
 log = logging.getLogger(__name__)
@@ -56,7 +58,13 @@ def build_rules(
     *,
     disable_unset_cpu_quota: bool = False,
     hami_core_library: str = DEFAULT_HAMI_CORE_LIBRARY,
+    nvidia: NvidiaNodes | None = None,
+    rdma_verbs: Mapping[str, tuple[Device, ...]] | None = None,
+    rdma_cm: Device | None = None,
 ) -> Rules:
+    """The snapshot; ``nvidia``, ``rdma_verbs`` and ``rdma_cm`` are the device nodes koordlet
+    found (GPU env inject and RDMA device inject add them to containers)."""
+    nvidia = nvidia or NvidiaNodes()
     reservation = config.parsed(keys.ANNOTATION_NODE_RESERVATION)
     system_qos = config.parsed(keys.ANNOTATION_SYSTEM_QOS_RESOURCE)
     ratio = config.parsed(keys.ANNOTATION_CPU_NORMALIZATION_RATIO)
@@ -83,6 +91,10 @@ def build_rules(
         ls_pools=ls_pools,
         be_pools=be_pools,
         allocatable_memory=topology.memory_bytes,
+        rdma_verbs=rdma_verbs or {},
+        rdma_cm=rdma_cm,
+        nvidia_gpus=nvidia.gpus,
+        nvidia_control=nvidia.control,
     )
     return Rules(
         slo=config.spec,

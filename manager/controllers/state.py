@@ -17,7 +17,7 @@ from lightkube.resources.scheduling_v1 import PriorityClass
 from koordkube.client import KubeApi
 from koordkube.informer import Informer
 from koordkube.podindex import PodsByNode
-from koordkube.resources import ClusterColocationProfile, NodeMetric, NodeSLO
+from koordkube.resources import ClusterColocationProfile, Device, NodeMetric, NodeSLO
 from manager.colocation import ColocationConfig, parse_colocation_config
 from manager.errors import ConfigError
 from manager.sloconfig import COLOCATION_CONFIG
@@ -56,6 +56,9 @@ class ClusterState:
         self.profiles_informer = Informer(api, ClusterColocationProfile, resync_period=resync)
         self.priority_class_informer = Informer(api, PriorityClass, resync_period=resync)
         self.namespaces = Informer(api, Namespace, resync_period=resync)
+        # Devices (koordlet's report of GPUs and RDMA NICs) are not waited for: a cluster
+        # without the Device CRD still gets everything else (see optional_informers).
+        self.devices = Informer(api, Device, resync_period=resync)
         self._by_node = PodsByNode()
         self.pods.add_handler(self._index_pod)
         self._colocation: tuple[str | None, ColocationConfig | None] = (None, None)
@@ -73,6 +76,12 @@ class ClusterState:
             self.priority_class_informer,
             self.namespaces,
         ]
+
+    @property
+    def optional_informers(self) -> list[Informer]:
+        """Run beside ``informers`` but never waited for (readiness, the first reconcile):
+        their kind's CRD may be missing, and the informer then keeps retrying, logging why."""
+        return [self.devices]
 
     # -- pods by node -------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ import yaml
 from koordapi import keys
 from koordapi.quantity import value
 from koordkube.resources import SLO_GROUP
-from koordkube.testing import FakeKubeAPI
+from koordkube.testing import KINDS, FakeKubeAPI, Kind
 from tests.e2e.harness.apiserver import ApiServer
 from tests.e2e.harness.chartpods import (
     container_log,
@@ -55,6 +55,28 @@ from tests.unit.charts import helm
 NAMESPACE = "koordinator-system"
 # Kinds ``helm install`` would create that the fake serves (the rest: RBAC, Services, ...).
 SERVED = ("ConfigMap", "PriorityClass", "ClusterColocationProfile")
+# koord-descheduler reads the workloads' expected replicas from these
+APPS = (
+    Kind("apps", "v1", "ReplicaSet", "replicasets", True, status=True),
+    Kind("apps", "v1", "StatefulSet", "statefulsets", True, status=True),
+)
+# One replica each; the descheduler's LowNodeLoad on, quick to act (a node above 50 % cpu in
+# one round is hot), every 2 s.
+VALUES = {
+    "manager": {"replicas": 1},
+    "descheduler": {
+        "replicas": 1,
+        "deschedulingInterval": "2s",
+        "lowNodeLoad": {
+            "enabled": True,
+            "args": {
+                "lowThresholds": {"cpu": 20, "memory": 20},
+                "highThresholds": {"cpu": 50, "memory": 80},
+                "anomalyCondition": {"consecutiveAbnormalities": 1},
+            },
+        },
+    },
+}
 
 
 def now_stamp() -> str:
@@ -164,8 +186,8 @@ def cluster(fresh_node: Node, tmp_path: Path) -> Iterator[Cluster]:
     import_image(fresh_node)
     network = PodNetwork.create(fresh_node)
     try:
-        fake = FakeKubeAPI()
-        release = helm.render(helm.CHART, {"manager": {"replicas": 1}})
+        fake = FakeKubeAPI(kinds=(*KINDS, *APPS))
+        release = helm.render(helm.CHART, VALUES)
         fake.seed(*(o for o in release.objects if o["kind"] in SERVED))
         with ApiServer(fake, network.host_address) as api:
             yield Cluster(fresh_node, fake, api, release, tmp_path / "pods")
@@ -291,3 +313,92 @@ def test_chart_scheduler_runs_from_the_image_and_filters_over_https(cluster: Clu
     reply = https_post(address, port, path, request, context=trust, server_name=server_name)
     assert reply["NodeNames"] == ["node-cold"], reply
     assert reply["FailedNodes"] == {"node-hot": "node(s) cpu usage exceed threshold"}
+
+
+def ready_node(name: str) -> dict[str, Any]:
+    node = node_object(name)
+    node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    return node
+
+
+def web_pod(name: str, node: str) -> dict[str, Any]:
+    """A pod of ReplicaSet web (4 replicas) using one of its node's 8 cores."""
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-web"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"uid-{name}",
+            "ownerReferences": [owner | {"controller": True}],
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def pods_metric(name: str, pods: list[dict[str, Any]], cpu: str) -> dict[str, Any]:
+    metric = node_metric(name, cpu)
+    metric["status"]["podsMetric"] = [
+        {
+            "namespace": "default",
+            "name": p["metadata"]["name"],
+            "podUsage": {"resources": {"cpu": "1", "memory": "1Gi"}},
+        }
+        for p in pods
+    ]
+    return metric
+
+
+def test_chart_descheduler_runs_from_the_image_and_moves_a_pod_off_a_hot_node(
+    cluster: Cluster,
+) -> None:
+    fake, api = cluster.fake, cluster.api
+    # node-hot: 5 pods of one core each (62.5 % of 8 cores, past the 50 % threshold);
+    # node-cold: one (12.5 %, under the low threshold of 20 %)
+    hot = [web_pod(f"web-{i}", "node-hot") for i in range(5)]
+    cold = [web_pod("web-5", "node-cold")]
+    replica_set = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "web", "namespace": "default", "uid": "rs-web"},
+        "spec": {"replicas": 6},
+    }
+    api.call(
+        fake.seed,
+        replica_set,
+        ready_node("node-hot"),
+        ready_node("node-cold"),
+        *hot,
+        *cold,
+        pods_metric("node-hot", hot, "5"),
+        pods_metric("node-cold", cold, "1"),
+    )
+    pod, address, log = cluster.run("koord-descheduler")
+    wait_for(lambda: ready(address, pod, "descheduler"), 60, "koord-descheduler's probes", log)
+
+    def lease_holder() -> str:
+        lease = api.call(fake.get, "Lease", "koord-descheduler", NAMESPACE) or {}
+        return str((lease.get("spec") or {}).get("holderIdentity", ""))
+
+    wait_for(lambda: lease_holder().startswith(pod.pod.name), 60, "the Lease", log)
+
+    # LowNodeLoad's round asks for a pod of node-hot to move; the migration controller evicts
+    # it through the Eviction API and the job ends Succeeded
+    def succeeded() -> list[dict[str, Any]]:
+        jobs = api.call(fake.objects, "PodMigrationJob")
+        return [j for j in jobs if (j.get("status") or {}).get("phase") == "Succeeded"]
+
+    wait_for(lambda: bool(succeeded()), 90, "a PodMigrationJob Succeeded", log)
+    (job, *_) = succeeded()
+    moved = job["spec"]["podRef"]["name"]
+    assert moved.startswith("web-") and moved != "web-5"  # from node-hot
+    assert job["spec"]["mode"] == "EvictDirectly"
+    assert "LowNodeLoad" in job["metadata"]["annotations"]["koordinator.sh/evict-trigger"]
+    assert api.call(fake.get, "Pod", moved, "default") is None  # evicted
+    evictions = api.call(fake.calls, "create", "/pods/[^/]+/eviction$")
+    assert evictions and not api.call(fake.calls, "delete", "/pods/")

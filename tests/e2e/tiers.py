@@ -66,16 +66,17 @@ SYSTEMD = {kubelet.DRIVER_ENV: "systemd"}
 TIERS = {
     t.name: t
     for t in [
-        Tier("host", vm=False, env=CONTAINERD17, minutes=3.3),
+        Tier("host", vm=False, env=CONTAINERD17, minutes=4.2),
         Tier(
             "host-containerd2",
             vm=False,
             env=CONTAINERD2,
-            minutes=1.7,
+            minutes=2.5,
             tests=(
                 "test_containerd_cri.py",
                 "test_nri.py",
                 "test_koordlet.py",
+                "test_gpu.py",
                 "test_install.py",
                 "test_daemonset.py",
                 "test_control_plane_pods.py",

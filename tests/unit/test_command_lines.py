@@ -34,6 +34,7 @@ OLD_KOORDLET: OldFlags = {
     "--var-run-root-dir": ("/var/run/", None),
     "--sys-root-dir": ("/sys/", None),
     "--proc-root-dir": ("/proc/", None),
+    "--dev-root-dir": ("/dev/", None),
     "--sys-fs-root-dir": ("/sys/fs/", None),
     "--enable-nri-runtime-hook": ("true", ["true", "false"]),
     "--runtime-hooks-nri-socket-path": ("nri/nri.sock", None),

@@ -486,3 +486,71 @@ the cluster's default-scheduler, the chart's kube-scheduler's, and manager.known
 {{- end -}}
 {{- join "," (concat $names .Values.manager.knownSchedulers | uniq) -}}
 {{- end -}}
+
+{{/* CRD schemas: a core/v1 ObjectReference (atomic: replaced as a whole). */}}
+{{- define "koordinator-py.crd.objectReference" -}}
+type: object
+x-kubernetes-map-type: atomic
+properties:
+  apiVersion:
+    type: string
+  fieldPath:
+    type: string
+  kind:
+    type: string
+  name:
+    type: string
+  namespace:
+    type: string
+  resourceVersion:
+    type: string
+  uid:
+    type: string
+{{- end -}}
+
+{{/* descheduler: the Deployment's and the ServiceAccount's name (Koordinator's). */}}
+{{- define "koordinator-py.descheduler.fullname" -}}
+{{- include "koordinator-py.objectName" (list . "koord-descheduler") -}}
+{{- end -}}
+
+{{/* descheduler: the labels its pods are selected by (never change them on upgrade). */}}
+{{- define "koordinator-py.descheduler.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "koordinator-py.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: descheduler
+{{- end -}}
+
+{{/* descheduler: every label of its objects. */}}
+{{- define "koordinator-py.descheduler.labels" -}}
+{{ include "koordinator-py.labels" . }}
+app.kubernetes.io/component: descheduler
+{{- end -}}
+
+{{/* descheduler: the service account it runs as. */}}
+{{- define "koordinator-py.descheduler.serviceAccountName" -}}
+{{- if .Values.descheduler.serviceAccount.create -}}
+{{- default (include "koordinator-py.descheduler.fullname" .) .Values.descheduler.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.descheduler.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* descheduler: "repository:tag", each part defaulting to koordlet's (the same image). */}}
+{{- define "koordinator-py.descheduler.image" -}}
+{{- $image := .Values.descheduler.image -}}
+{{- $koordlet := .Values.koordlet.image -}}
+{{- $repository := default $koordlet.repository $image.repository -}}
+{{- $tag := default (default .Chart.AppVersion ($koordlet.tag | toString)) ($image.tag | toString) -}}
+{{- include "koordinator-py.registry" (list . (printf "%s:%s" $repository $tag)) -}}
+{{- end -}}
+
+{{/* descheduler: its configuration's ConfigMap, key and folder (Koordinator's names). */}}
+{{- define "koordinator-py.descheduler.configName" -}}
+{{- include "koordinator-py.objectName" (list . "koord-descheduler-config") -}}
+{{- end -}}
+{{- define "koordinator-py.descheduler.configKey" -}}
+koord-descheduler-config
+{{- end -}}
+{{- define "koordinator-py.descheduler.configDir" -}}
+/etc/koord-descheduler
+{{- end -}}

@@ -231,6 +231,7 @@ SCENARIOS: Mapping[str, Mapping[str, Any]] = {
             "serviceAccount": {"create": False, "name": "koord-scheduler"},
             "kubeScheduler": {"serviceAccount": {"create": False, "name": "kube-scheduler"}},
         },
+        "descheduler": {"serviceAccount": {"create": False, "name": "koord-descheduler"}},
     },
     "manager-disabled": {"manager": {"enabled": False}},
     "no-webhooks": {

@@ -70,6 +70,11 @@ KOORDLET_RULES = [
         "resources": ["nodemetrics", "nodemetrics/status"],
         "verbs": ["get", "list", "watch", "create", "update", "patch"],
     },
+    {
+        "apiGroups": ["scheduling.koordinator.sh"],
+        "resources": ["devices"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch"],
+    },
 ]
 
 # apis/configuration/slo_controller_config.go in Koordinator.
@@ -353,13 +358,13 @@ def test_rbac_allows_every_call_koordlet_makes(default: helm.Release) -> None:
 
 def test_bring_your_own_account_and_rbac(outcomes: dict[str, Outcome]) -> None:
     release = outcomes["bring-your-own"].release
-    assert not release.all("ServiceAccount")  # not the koordlet's, the manager's, the scheduler's
+    assert not release.all("ServiceAccount")  # none of the five components' own
     assert not release.all("ClusterRole") and not release.all("ClusterRoleBinding")
     assert not release.all("Role") and not release.all("RoleBinding")
-    # No slo-controller-config; the schedulers' own configurations stay.
+    # No slo-controller-config; the schedulers' and the descheduler's own configurations stay.
     assert {
         c["metadata"]["labels"]["app.kubernetes.io/component"] for c in release.all("ConfigMap")
-    } == {"scheduler", "kube-scheduler"}
+    } == {"scheduler", "kube-scheduler", "descheduler"}
     pod = release.find("DaemonSet")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "koordlet"
     assert not any(a.startswith("--feature-gates") for a in koordlet_container(release)["args"])
@@ -521,6 +526,7 @@ def test_service_monitor_and_dashboard_are_off_by_default(default: helm.Release)
         "koordinator-webhook-service",
     ]
     assert sorted(c["metadata"]["name"] for c in default.all("ConfigMap")) == [
+        "koord-descheduler-config",
         "koord-scheduler-config",
         "koord-scheduler-extender-config",
         "koord-scheduler-loadaware-config",

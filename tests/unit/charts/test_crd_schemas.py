@@ -1,8 +1,8 @@
-"""The chart's three CRD schemas (charts/koordinator-py/templates/crd), checked with an independent
+"""The chart's CRD schemas (charts/koordinator-py/templates/crd), checked with an independent
 JSON Schema validator (the ``jsonschema`` package, Draft 2020-12) rather than with this
-project's own readers: what koordlet and koord-manager write validates, Koordinator's documented
-forms validate, a misspelt or mistyped field is refused, and each schema is structural as
-apiextensions.k8s.io/v1 requires.
+project's own readers: what koordlet, koord-manager and koord-descheduler write validates,
+Koordinator's documented forms validate, a misspelt or mistyped field is refused, and each
+schema is structural as apiextensions.k8s.io/v1 requires.
 
 Kubernetes is not JSON Schema, so ``json_schema`` adapts each openAPIV3Schema first:
 
@@ -16,6 +16,7 @@ Kubernetes is not JSON Schema, so ``json_schema`` adapts each openAPIV3Schema fi
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 import textwrap
@@ -27,7 +28,9 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
 
+from descheduler.config import parse_config
 from koordapi import nodeslo as koordapi_nodeslo
+from koordapi.device import GPUInfo, RDMAInfo, build_device, carry_transition_times
 from koordlet.metriccache import MetricCache
 from koordlet.metriccache.store import Sample
 from koordlet.nodemetric import build_status
@@ -36,6 +39,8 @@ from manager.controllers.nodeslo import collect_policy
 from manager.nodeslo import node_slo_object
 from manager.sloconfig import render_node_slo
 from tests.unit.charts import helm
+from tests.unit.descheduler.test_app import config_text, hot_and_cold, make_app, running
+from tests.unit.koordkube.fakes import eventually
 from tests.unit.koordlet.qosmanager.fakes import known_pod
 from tests.unit.manager.test_noderesource import make_metric, pod_metric
 from tests.unit.manager.test_sloconfig import HOST_APPS, chart_slo_data, configmap
@@ -52,6 +57,8 @@ CRDS = helm.CHART / "templates" / "crd"
 NODE_SLO = "slo.koordinator.sh_nodeslos.yaml"
 NODE_METRIC = "slo.koordinator.sh_nodemetrics.yaml"
 PROFILE = "config.koordinator.sh_clustercolocationprofiles.yaml"
+MIGRATION_JOB = "scheduling.koordinator.sh_podmigrationjobs.yaml"
+DEVICES = "scheduling.koordinator.sh_devices.yaml"
 SLO_API = "slo.koordinator.sh/v1alpha1"
 
 SchemaPath = tuple[str, ...]
@@ -247,6 +254,54 @@ PROJECT_OBJECTS = [
         lambda: profile("unset", qosClass="", priorityClassName="", probability=0),
         id="profile-empty-class",
     ),
+]
+
+
+def migrated_job() -> dict[str, Any]:
+    """A PodMigrationJob as koord-descheduler leaves it: created by its LowNodeLoad round,
+    arbitrated, the pod evicted, Succeeded (its own app on the fake API server)."""
+    api = hot_and_cold()
+    app = make_app(api, parse_config(config_text()))
+
+    async def body() -> None:
+        def done() -> bool:
+            jobs = api.objects("PodMigrationJob")
+            return bool(jobs) and jobs[0].get("status", {}).get("phase") == "Succeeded"
+
+        await eventually(done, 10)
+
+    asyncio.run(asyncio.wait_for(running(app, body), 20))
+    (job,) = api.objects("PodMigrationJob")
+    return job
+
+
+def reported_device() -> dict[str, Any]:
+    """A Device as koordlet's reporter writes it (condition times stamped): two GPUs, one
+    unhealthy, and an RDMA NIC with VFs."""
+    gpus = [
+        GPUInfo("GPU-1d2e", 0, 85899345920, "0000:3b:00.0", 0, "pci0000:3a", "NVIDIA H100"),
+        GPUInfo(
+            "GPU-77aa",
+            1,
+            85899345920,
+            "0000:86:00.0",
+            1,
+            "pci0000:85",
+            "NVIDIA H100",
+            healthy=False,
+            reason="Xid79",
+            message="Xid error detected on device",
+        ),
+    ]
+    nic = RDMAInfo("0000:5e:00.0", 0, True, 0, "pci0000:5d", ("0000:5e:00.2", "0000:5e:00.3"))
+    labels = {"node.koordinator.sh/gpu-vendor": "nvidia"}
+    device = build_device("gpu-node", "uid-gpu-node", gpus, [nic], labels)
+    return carry_transition_times({}, device, "2026-12-02T10:00:00Z")
+
+
+PROJECT_OBJECTS += [
+    pytest.param(MIGRATION_JOB, migrated_job, id="podmigrationjob-descheduler-succeeded"),
+    pytest.param(DEVICES, reported_device, id="device-koordlet"),
 ]
 
 
@@ -615,12 +670,16 @@ EMPTY_OBJECTS: dict[str, set[SchemaPath]] = {
     NODE_SLO: {("metadata",), ("status",), ("spec", "hostApplications", "[]", "strategy")},
     NODE_METRIC: {("metadata",)},
     PROFILE: {("metadata",), ("status",)},
+    MIGRATION_JOB: {("metadata",)},
+    DEVICES: {("metadata",)},
 }
 # The schemaless parts, exactly where Koordinator has them (+kubebuilder:validation:Schemaless).
 PRESERVE_UNKNOWN: dict[str, set[SchemaPath]] = {
     NODE_SLO: {("spec", "extensions")},
     NODE_METRIC: {("status", "podsMetric", "[]", "extensions")},
     PROFILE: {("spec", "patch")},
+    MIGRATION_JOB: {("spec", "reservationOptions"), ("status", "preemptedPodsReservation", "[]")},
+    DEVICES: set(),
 }
 DEEPEST: dict[str, SchemaPath] = {
     NODE_SLO: (*QOS, "cgroupRoot", "blkioQOS", "blocks", "[]", "ioCfg", "modelWriteRandIOPS"),
@@ -629,6 +688,8 @@ DEEPEST: dict[str, SchemaPath] = {
         *("vfGroups", "[]", "vfs", "[]", "minor"),
     ),
     PROFILE: ("spec", "namespaceSelector", "matchExpressions", "[]", "values", "[]"),
+    MIGRATION_JOB: ("status", "preemptedPodsRef", "[]", "uid"),
+    DEVICES: ("spec", "devices", "[]", "vfGroups", "[]", "vfs", "[]", "busID"),
 }
 KEYWORDS = {
     "type",
@@ -732,7 +793,7 @@ def errors_of(node: Mapping[str, Any], value: Any) -> list[str]:
     return [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(value)]
 
 
-@pytest.mark.parametrize("file", [NODE_SLO, NODE_METRIC, PROFILE])
+@pytest.mark.parametrize("file", [NODE_SLO, NODE_METRIC, PROFILE, MIGRATION_JOB, DEVICES])
 def test_every_level_of_the_schema_is_structural(file: str) -> None:
     schema = open_api_schema(file)
     assert structural_problems(schema, EMPTY_OBJECTS[file], PRESERVE_UNKNOWN[file]) == []
@@ -795,7 +856,7 @@ def test_helm_installs_the_schemas_as_read_here(default: helm.Release) -> None:
     the API server, or these tests would check something the cluster never gets."""
     installed = {crd["metadata"]["name"]: crd for crd in default.crds}
     files = sorted(f.name for f in CRDS.iterdir())
-    assert files == sorted((NODE_SLO, NODE_METRIC, PROFILE))
+    assert files == sorted((NODE_SLO, NODE_METRIC, PROFILE, MIGRATION_JOB, DEVICES))
     assert any(": &" in (CRDS / file).read_text() for file in files)  # what this is about
     for file in files:
         assert installed[crd_name(file)]["spec"] == rendered_crds()[crd_name(file)]["spec"]

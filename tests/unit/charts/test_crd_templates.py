@@ -23,6 +23,8 @@ CRDS = {
     "nodeslos.slo.koordinator.sh",
     "nodemetrics.slo.koordinator.sh",
     "clustercolocationprofiles.config.koordinator.sh",
+    "podmigrationjobs.scheduling.koordinator.sh",
+    "devices.scheduling.koordinator.sh",
 }
 KEEP = "helm.sh/resource-policy: keep"
 # The manager's webhook certificate is new on every upgrade, which the fake cluster cannot

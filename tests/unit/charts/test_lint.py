@@ -203,6 +203,8 @@ def test_koordinators_values_install_what_koordinators_chart_would(
         "nodeslos.slo.koordinator.sh",
         "nodemetrics.slo.koordinator.sh",
         "clustercolocationprofiles.config.koordinator.sh",
+        "podmigrationjobs.scheduling.koordinator.sh",
+        "devices.scheduling.koordinator.sh",
     }
     (container,) = release.find("DaemonSet", "koordlet")["spec"]["template"]["spec"]["containers"]
     assert container["image"].startswith("registry.cn-beijing.aliyuncs.com/")

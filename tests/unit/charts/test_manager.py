@@ -76,6 +76,11 @@ MANAGER_CLUSTER_RULES = [
         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
     },
     {
+        "apiGroups": ["scheduling.koordinator.sh"],
+        "resources": ["devices"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
         "apiGroups": ["config.koordinator.sh"],
         "resources": ["clustercolocationprofiles"],
         "verbs": ["get", "list", "watch"],
@@ -531,6 +536,7 @@ def test_a_disabled_manager_leaves_nothing_of_its_own(outcomes: dict[str, Outcom
     release = release_of(outcomes, "manager-disabled")
     assert not manager_objects(release)
     assert sorted(d["metadata"]["name"] for d in release.all("Deployment")) == [
+        "koord-descheduler",
         "koord-kube-scheduler",
         "koord-scheduler",
     ]

@@ -53,6 +53,13 @@ KOORDINATOR_NAMES = {
     ("CustomResourceDefinition", "nodeslos.slo.koordinator.sh"),
     ("CustomResourceDefinition", "nodemetrics.slo.koordinator.sh"),
     ("CustomResourceDefinition", "clustercolocationprofiles.config.koordinator.sh"),
+    ("CustomResourceDefinition", "podmigrationjobs.scheduling.koordinator.sh"),
+    ("CustomResourceDefinition", "devices.scheduling.koordinator.sh"),
+    ("Deployment", "koord-descheduler"),
+    ("ServiceAccount", "koord-descheduler"),
+    ("ClusterRole", "koord-descheduler-role"),
+    ("ClusterRoleBinding", "koord-descheduler-rolebinding"),
+    ("ConfigMap", "koord-descheduler-config"),
 }
 # Ours, in the same style: the chart's kube-scheduler and koord-scheduler's Service,
 # certificate and files, the manager's config Role and metrics objects, the dashboard.
@@ -74,6 +81,8 @@ OUR_NAMES = {
     ("RoleBinding", "koord-kube-scheduler-auth-reader-rolebinding"),
     ("Role", "koord-kube-scheduler-lease-role"),
     ("RoleBinding", "koord-kube-scheduler-lease-rolebinding"),
+    ("Role", "koord-descheduler-leader-election"),  # Koordinator grants the Lease cluster-wide
+    ("RoleBinding", "koord-descheduler-leader-election"),
 }
 # Names no prefix touches: shared by every release (PriorityClasses a profile names, CRDs), or
 # given in values (sloConfig.name).
@@ -200,6 +209,7 @@ def external_names(values: Mapping[str, Any]) -> set[tuple[str, str]]:
         v["manager"]["serviceAccount"],
         v["scheduler"]["serviceAccount"],
         v["scheduler"]["kubeScheduler"]["serviceAccount"],
+        v["descheduler"]["serviceAccount"],
     ):
         if not account["create"]:
             found.add(("ServiceAccount", account["name"] or "default"))
@@ -318,6 +328,8 @@ def test_a_dangling_reference_is_found(outcomes: dict[str, Outcome]) -> None:
         ("Secret", "koord-scheduler-certs"),
         ("ConfigMap", "koord-scheduler-config"),
         ("ClusterRole", "koord-manager-role"),
+        ("ConfigMap", "koord-descheduler-config"),
+        ("ServiceAccount", "koord-descheduler"),
     ]:
         objects = tuple(
             o for o in release.objects if (o["kind"], o["metadata"]["name"]) != (kind, name)

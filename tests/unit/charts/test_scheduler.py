@@ -68,6 +68,11 @@ SCHEDULER_RULES = [
         "resources": ["nodemetrics"],
         "verbs": ["get", "list", "watch"],
     },
+    {
+        "apiGroups": ["scheduling.koordinator.sh"],
+        "resources": ["devices"],
+        "verbs": ["get", "list", "watch"],
+    },
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]
 
@@ -643,7 +648,10 @@ def test_new_dns_names_get_a_new_certificate(edge_cases: dict[str, helm.Release]
 def test_a_disabled_scheduler_leaves_nothing_of_its_own(outcomes: dict[str, Outcome]) -> None:
     release = release_of(outcomes, "scheduler-disabled")
     assert not scheduler_objects(release)
-    assert [d["metadata"]["name"] for d in release.all("Deployment")] == ["koord-manager"]
+    assert sorted(d["metadata"]["name"] for d in release.all("Deployment")) == [
+        "koord-descheduler",
+        "koord-manager",
+    ]
     assert "koord-scheduler" not in release.notes
     assert not [c for c in release.all("ClusterRole") if c["metadata"]["name"] == SCHEDULER_ROLE]
 

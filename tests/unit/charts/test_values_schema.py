@@ -35,11 +35,12 @@ KOORDINATOR_STYLE = {
     },
     "manager": {"log": {"level": "2"}, "resyncPeriod": "0", "healthProbe": {"port": 8000}},
     "scheduler": {"log": {"level": "5"}},
+    "descheduler": {"log": {"level": "4"}, "replicas": 2, "port": 10251, "featureGates": ""},
 }
 # Koordinator's keys this chart refuses, each with what to use instead.
 REFUSED = {
     "installation": {"namespace": "koordinator-system"},
-    "descheduler": {"replicas": 2},
+    "descheduler": {"hostNetwork": False},
     "koordlet": {"hostDirs": {"kubeletLibDir": "/var/lib/kubelet/"}},
     "manager": {"metrics": {"addr": ""}},
     "scheduler": {"deviceShare": {}},
@@ -100,10 +101,15 @@ def test_koordinators_values_are_mapped(releases: dict[str, helm.Release]) -> No
         assert arg in m["args"]
     scheduler = deployments["koord-scheduler"]["spec"]["template"]["spec"]
     assert "--log-level=debug" in scheduler["containers"][0]["args"]
+    descheduler = deployments["koord-descheduler"]["spec"]
+    assert descheduler["replicas"] == 2
+    assert "--log-level=debug" in descheduler["template"]["spec"]["containers"][0]["args"]
     crds = {c["metadata"]["name"] for c in release.all("CustomResourceDefinition")}
     assert crds == {
         "nodeslos.slo.koordinator.sh",
         "clustercolocationprofiles.config.koordinator.sh",
+        "podmigrationjobs.scheduling.koordinator.sh",
+        "devices.scheduling.koordinator.sh",
     }
 
 
@@ -114,7 +120,7 @@ def test_koordinators_other_keys_are_refused_with_what_to_use(
     assert "Koordinator's chart keys" in error
     for said in (
         "installation: the release namespace is helm's: helm install -n NAMESPACE",
-        "descheduler: this chart has no koord-descheduler",
+        "descheduler.hostNetwork: koord-descheduler runs in the pod network here",
         "koordlet.hostDirs: the host paths are fixed here",
         "manager.metrics.addr: koord-manager listens on every address",
         "scheduler.deviceShare: no device sharing here",

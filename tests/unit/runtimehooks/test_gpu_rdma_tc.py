@@ -107,6 +107,66 @@ def test_malformed_device_allocation_raises() -> None:
         gpu.container(container(owner), Rules(), STAGE)
 
 
+NVIDIA0 = Device("/dev/nvidia0", "c", 195, 0)
+NVIDIA1 = Device("/dev/nvidia1", "c", 195, 1)
+NVIDIACTL = Device("/dev/nvidiactl", "c", 195, 255)
+NVIDIA_UVM = Device("/dev/nvidia-uvm", "c", 508, 0)
+GPU_NODE = Rules(
+    node=NodeState(nvidia_gpus={0: NVIDIA0, 1: NVIDIA1}, nvidia_control=(NVIDIACTL, NVIDIA_UVM))
+)
+
+
+@pytest.mark.parametrize(
+    ("minors", "devices"),
+    [
+        pytest.param((1,), (NVIDIA1, NVIDIACTL, NVIDIA_UVM), id="one-gpu-and-the-control-nodes"),
+        pytest.param((1, 0), (NVIDIA1, NVIDIA0, NVIDIACTL, NVIDIA_UVM), id="allocation-order"),
+        pytest.param((0, 0), (NVIDIA0, NVIDIACTL, NVIDIA_UVM), id="a-shared-gpu-once"),
+    ],
+)
+def test_gpu_device_nodes_of_the_allocated_minors_plus_the_control_nodes(
+    minors: tuple[int, ...], devices: tuple[Device, ...]
+) -> None:
+    owner = pod("LS", annotations=gpus(*minors, gpu_core="100"))
+    patch = gpu.container(container(owner), GPU_NODE, STAGE)
+    assert patch is not None
+    assert patch.devices == devices
+    assert patch.env == {keys.ENV_NVIDIA_VISIBLE_DEVICES: ",".join(map(str, minors))}
+
+
+def test_gpu_device_nodes_keep_the_hami_core_env_and_mounts() -> None:
+    owner = pod(
+        "LS",
+        labels=HAMI,
+        annotations=gpus(0, gpu_memory_ratio="50", gpu_memory="8Gi", gpu_core="50"),
+    )
+    patch = gpu.container(container(owner), GPU_NODE, STAGE)
+    assert patch == ContainerPatch(
+        env=HAMI_ENV, mounts=HAMI_MOUNTS, devices=(NVIDIA0, NVIDIACTL, NVIDIA_UVM)
+    )
+
+
+def test_gpu_minor_not_on_this_node_is_an_error() -> None:
+    owner = pod("LS", annotations=gpus(0, 3, gpu_core="100"))
+    with pytest.raises(
+        AnnotationError, match=r"GPU minor 3 is not on this node \(no /dev/nvidia3\)"
+    ):
+        gpu.container(container(owner), GPU_NODE, STAGE)
+
+
+def test_gpu_without_any_nvidia_node_seen_gets_the_env_only_as_in_koordinator() -> None:
+    """koordlet sees no NVIDIA node at all (no /dev of the host): the NVIDIA runtime adds them."""
+    owner = pod("LS", annotations=gpus(3, gpu_core="100"))
+    patch = gpu.container(container(owner), Rules(), STAGE)
+    assert patch == ContainerPatch(env={keys.ENV_NVIDIA_VISIBLE_DEVICES: "3"})
+
+
+def test_control_nodes_alone_still_make_a_missing_minor_an_error() -> None:
+    rules = Rules(node=NodeState(nvidia_control=(NVIDIACTL,)))
+    with pytest.raises(AnnotationError, match="GPU minor 0 is not on this node"):
+        gpu.container(container(pod("LS", annotations=gpus(0))), rules, STAGE)
+
+
 # -- RDMA ------------------------------------------------------------------------------------
 
 RDMA_CM = Device("/dev/infiniband/rdma_cm", "c", 10, 58)

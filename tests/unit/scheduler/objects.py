@@ -1,5 +1,5 @@
-"""Builders for the Kubernetes JSON the scheduler tests feed in: nodes, NodeMetrics, pods and
-CPU topologies. Defaults are a LoadAware node: 32 cores / 128 GiB allocatable."""
+"""Builders for the Kubernetes JSON the scheduler tests feed in: nodes, NodeMetrics, pods,
+CPU topologies and Devices. Defaults are a LoadAware node: 32 cores / 128 GiB allocatable."""
 
 from __future__ import annotations
 
@@ -140,3 +140,51 @@ def topology_node(name: str = "node-1", topology: str | None = None, **kw: Any) 
     annotations = dict(kw.pop("annotations", None) or {})
     annotations[keys.ANNOTATION_CPU_TOPOLOGY] = topology if topology is not None else ht_topology()
     return make_node(name, annotations=annotations, **kw)
+
+
+# -- GPUs (DeviceShare) ----------------------------------------------------------------------
+
+
+def gpu_entry(  # one GPU of a Device as koordlet reports it
+    minor: int,
+    *,
+    memory: str = "83201216Ki",
+    numa: int | None = None,
+    pcie: str = "",
+    healthy: bool = True,
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "type": "gpu",
+        "id": f"GPU-{minor}",
+        "minor": minor,
+        "health": healthy,
+        "resources": {keys.GPU_CORE: "100", keys.GPU_MEMORY: memory, keys.GPU_MEMORY_RATIO: "100"},
+    }
+    if numa is not None:
+        entry["topology"] = {"socketID": numa, "nodeID": numa, "pcieID": pcie, "busID": ""}
+    return entry
+
+
+def device(name: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Device of node ``name``."""
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Device",
+        "metadata": {"name": name},
+        "spec": {"devices": entries},
+    }
+
+
+def holder(
+    name: str, allocations: dict[int, dict[str, str]], node: str = "node-1"
+) -> dict[str, Any]:
+    """A pod on ``node`` holding GPUs: minor → resources, in its device-allocated annotation."""
+    text = json.dumps(
+        {"gpu": [{"minor": m, "resources": r} for m, r in allocations.items()]},
+    )
+    return make_pod(name, node=node, annotations={keys.ANNOTATION_DEVICE_ALLOCATED: text})
+
+
+def gpu_pod(requests: dict[str, str], name: str = "gpu", **kw: Any) -> dict[str, Any]:
+    """A pending pod with these requests (and the same limits, as extended resources need)."""
+    return make_pod(name, requests=requests, limits=requests, **kw)

@@ -3,7 +3,8 @@
 Requests are real extender JSON as kube-scheduler sends it (PascalCase) and in the lowercase
 spelling of the old in-tree types; replies are checked field by field. bind is checked against
 the fake API: the resource-status annotation is written before the Binding, conflicts are
-retried, a failed bind frees the CPUs it had assumed.
+retried, a failed bind frees the CPUs it had assumed; a GPU pod's device-allocated annotation
+is what runtimehooks' GPUEnvInject reads.
 """
 
 from __future__ import annotations
@@ -23,11 +24,25 @@ import trustme
 
 from koordapi import keys
 from koordkube.testing import FakeKubeAPI
+from runtimehooks.hooks import gpu
+from runtimehooks.request import Stage
+from runtimehooks.rules import Rules
 from scheduler.cli import requests_exposition
 from scheduler.server import ExtenderServer
 from scheduler.state import InformerClusterView
 from tests.unit.koordkube.fakes import eventually, run
-from tests.unit.scheduler.objects import ht_topology, lsr_pod, make_metric, make_node, make_pod
+from tests.unit.runtimehooks.builders import container as hook_container
+from tests.unit.runtimehooks.builders import pod as hook_pod
+from tests.unit.scheduler.objects import (
+    device,
+    gpu_entry,
+    gpu_pod,
+    ht_topology,
+    lsr_pod,
+    make_metric,
+    make_node,
+    make_pod,
+)
 
 SERVER_NAME = "koord-scheduler.koordinator-system.svc"
 
@@ -279,3 +294,60 @@ def test_the_request_counts_are_exposed_per_verb() -> None:
         'koord_scheduler_extender_requests_total{verb="bind"} 1',
         'koord_scheduler_extender_requests_total{verb="filter"} 3',
     ]
+
+
+def test_bind_writes_the_device_allocation_gpu_env_inject_reads(
+    certs: tuple[Path, trustme.CA],
+) -> None:
+    """A HAMi-core pod asking for half a GPU, on a HAMi-core node's one 16Gi card: the
+    device-allocated annotation is written before the Binding, and GPUEnvInject turns it into
+    the container's visible device, memory and SM limits. A whole card is then refused."""
+
+    async def scenario() -> None:
+        api = cluster()
+        labels = {keys.LABEL_GPU_ISOLATION_PROVIDER: keys.GPU_ISOLATION_HAMI_CORE}
+        api.seed({"apiVersion": "v1", "kind": "Node", **make_node("gpu", labels=labels)})
+        api.seed(device("gpu", [gpu_entry(0, memory="16Gi")]))
+        half = {keys.GPU_CORE: "50", keys.GPU_MEMORY_RATIO: "50"}
+        api.seed({"apiVersion": "v1", "kind": "Pod", **gpu_pod(half, "ml", labels=labels)})
+        async with serving(api, certs) as (client, view):
+            await eventually(lambda: view.device("gpu") is not None)
+            await eventually(lambda: view.pod("default", "ml") is not None)
+            args = {"PodName": "ml", "PodNamespace": "default", "PodUID": "uid-ml",
+                    "Node": "gpu"}  # fmt: skip
+            reply = await client.post("bind", args)
+            whole = {"Pod": gpu_pod({keys.NVIDIA_GPU: "1"}, "big"), "NodeNames": ["gpu"]}
+            refused = await client.post("filter", whole)
+        assert reply == {"Error": ""}
+        assert refused["FailedNodes"] == {"gpu": "Insufficient gpu devices"}
+        pod = api.get("Pod", "ml", "default")
+        assert pod is not None and pod["spec"]["nodeName"] == "gpu"
+        text = pod["metadata"]["annotations"][keys.ANNOTATION_DEVICE_ALLOCATED]
+        assert json.loads(text) == {
+            "gpu": [
+                {
+                    "minor": 0,
+                    "resources": {
+                        keys.GPU_CORE: "50",
+                        keys.GPU_MEMORY: "8Gi",
+                        keys.GPU_MEMORY_RATIO: "50",
+                    },
+                    "id": "GPU-0",
+                }
+            ]
+        }
+        writes = [(r.verb, r.path) for r in api.requests if r.verb in ("update", "create")]
+        annotate = writes.index(("update", "/api/v1/namespaces/default/pods/ml"))
+        binding = writes.index(("create", "/api/v1/namespaces/default/pods/ml/binding"))
+        assert annotate < binding
+        owner = hook_pod(labels=labels, annotations={keys.ANNOTATION_DEVICE_ALLOCATED: text})
+        patch = gpu.container(hook_container(owner), Rules(), Stage.PRE_CREATE_CONTAINER)
+        assert patch is not None
+        assert patch.env == {
+            keys.ENV_NVIDIA_VISIBLE_DEVICES: "0",
+            keys.ENV_CUDA_DEVICE_MEMORY_LIMIT: str(8 << 30),
+            keys.ENV_CUDA_DEVICE_SM_LIMIT: "50",
+            keys.ENV_LD_PRELOAD: Rules().hami_core_library,
+        }
+
+    run(scenario())

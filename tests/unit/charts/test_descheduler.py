@@ -1,0 +1,193 @@
+"""koord-descheduler in the chart: its Deployment, RBAC and DeschedulerConfiguration.
+
+Rendered by Helm's engine; the configuration is read back with koord-descheduler's own parser
+(descheduler.config), as the pod reads it at start, so what the chart writes is what runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from descheduler.config import DeschedulerConfig, parse_config
+from tests.unit.charts import helm
+
+NAMESPACE = "koordinator-system"  # helm.Render's default
+CONFIG_MAP = "koord-descheduler-config"
+BALANCING = {
+    "descheduler": {
+        "lowNodeLoad": {
+            "enabled": True,
+            "args": {
+                "highThresholds": {"cpu": 70},
+                "evictableNamespaces": {"include": ["batch", "analytics"]},
+            },
+        },
+        "migrationController": {"args": {"maxMigratingPerNode": 3}},
+        "dryRun": True,
+        "deschedulingInterval": "45s",
+        "port": 10351,
+    }
+}
+RULES = [
+    {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    {
+        "apiGroups": ["apps"],
+        "resources": ["replicasets", "statefulsets"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["slo.koordinator.sh"],
+        "resources": ["nodemetrics"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["scheduling.koordinator.sh"],
+        "resources": ["podmigrationjobs"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["scheduling.koordinator.sh"],
+        "resources": ["podmigrationjobs/status"],
+        "verbs": ["get", "update", "patch"],
+    },
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+
+@pytest.fixture(scope="module")
+def releases() -> dict[str, helm.Release]:
+    if not helm.available():
+        pytest.fail(helm.INSTALL_HINT, pytrace=False)
+    names = ["default", "balancing", "disabled"]
+    results = helm.run(
+        helm.Render(helm.CHART),
+        helm.Render(helm.CHART, BALANCING),
+        helm.Render(helm.CHART, {"descheduler": {"enabled": False}}),
+    )
+    for name, result in zip(names, results, strict=True):
+        assert isinstance(result, helm.Release) and not result.error, (name, result)
+    return dict(zip(names, results, strict=True))  # type: ignore[arg-type]
+
+
+def config(release: helm.Release) -> DeschedulerConfig:
+    data = release.find("ConfigMap", CONFIG_MAP)["data"]
+    return parse_config(data["koord-descheduler-config"], CONFIG_MAP)
+
+
+def container(release: helm.Release) -> dict[str, Any]:
+    deployment = release.find("Deployment", "koord-descheduler")
+    (found,) = deployment["spec"]["template"]["spec"]["containers"]
+    return dict(found)
+
+
+def test_by_default_only_the_migration_controller_runs(releases: dict[str, helm.Release]) -> None:
+    parsed = config(releases["default"])
+    assert parsed.low_node_load is None  # LowNodeLoad off, as in Koordinator's chart
+    assert not parsed.effective_dry_run
+    assert parsed.descheduling_interval == 10
+    election = parsed.leader_election
+    assert election.leader_elect
+    assert (election.resource_name, election.resource_namespace) == ("koord-descheduler", NAMESPACE)
+    migration = parsed.migration
+    assert migration.namespaces_exclude == ("kube-system", NAMESPACE)
+    assert (migration.evict_qps, migration.evict_burst) == (10, 1)
+    assert migration.eviction_policy == "Eviction"
+
+
+def test_lownodeload_runs_with_the_values_arguments(releases: dict[str, helm.Release]) -> None:
+    parsed = config(releases["balancing"])
+    assert parsed.low_node_load is not None
+    (pool,) = parsed.low_node_load.node_pools
+    # Helm merges the values over the chart's: the memory threshold stays
+    assert dict(pool.high_thresholds) == {"cpu": 70, "memory": 80}
+    assert dict(pool.low_thresholds) == {"cpu": 45, "memory": 55}
+    # the namespaces given replace the chart's exclusions
+    assert parsed.low_node_load.evictable_namespaces_include == ("batch", "analytics")
+    assert parsed.low_node_load.evictable_namespaces_exclude == ()
+    assert parsed.migration.max_migrating_per_node == 3
+    assert parsed.effective_dry_run and parsed.descheduling_interval == 45
+
+
+def test_probes_and_metrics_are_where_the_configuration_binds(
+    releases: dict[str, helm.Release],
+) -> None:
+    for name, port in (("default", 10251), ("balancing", 10351)):
+        parsed = config(releases[name])
+        assert parsed.healthz_bind_address == parsed.metrics_bind_address == f"0.0.0.0:{port}"
+        found = container(releases[name])
+        assert found["ports"] == [{"name": "http", "containerPort": port, "protocol": "TCP"}]
+        assert found["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+        assert found["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+
+
+def test_the_pod_reads_the_configuration_from_the_config_map(
+    releases: dict[str, helm.Release],
+) -> None:
+    release = releases["default"]
+    found = container(release)
+    assert found["command"] == ["koord-descheduler"]
+    (flag,) = [a for a in found["args"] if a.startswith("--config=")]
+    path = flag.removeprefix("--config=")
+    mounts = {m["name"]: m for m in found["volumeMounts"]}
+    assert path.startswith(mounts["config"]["mountPath"] + "/") and mounts["config"]["readOnly"]
+    spec = release.find("Deployment", "koord-descheduler")["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["config"]["configMap"]["name"] == CONFIG_MAP
+    key = path.rsplit("/", 1)[1]
+    assert key in release.find("ConfigMap", CONFIG_MAP)["data"]
+    # a changed configuration rolls the pods (they read it only at start)
+    checksums = {
+        name: releases[name].find("Deployment", "koord-descheduler")["spec"]["template"][
+            "metadata"
+        ]["annotations"]["checksum/config"]
+        for name in ("default", "balancing")
+    }
+    assert checksums["default"] != checksums["balancing"]
+
+
+def test_non_root_read_only_and_no_capabilities(releases: dict[str, helm.Release]) -> None:
+    release = releases["default"]
+    spec = release.find("Deployment", "koord-descheduler")["spec"]["template"]["spec"]
+    assert spec["securityContext"]["runAsNonRoot"] and spec["securityContext"]["runAsUser"]
+    context = container(release)["securityContext"]
+    assert context["readOnlyRootFilesystem"] and context["capabilities"]["drop"] == ["ALL"]
+    assert context["allowPrivilegeEscalation"] is False
+    assert spec["serviceAccountName"] == "koord-descheduler"
+
+
+def test_rbac_is_exactly_what_the_descheduler_reads_and_writes(
+    releases: dict[str, helm.Release],
+) -> None:
+    release = releases["default"]
+    rules = release.find("ClusterRole", "koord-descheduler-role")["rules"]
+    assert rules == RULES
+    binding = release.find("ClusterRoleBinding", "koord-descheduler-rolebinding")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "koord-descheduler", "namespace": NAMESPACE}
+    ]
+    lease = release.find("Role", "koord-descheduler-leader-election")
+    assert lease["metadata"]["namespace"] == NAMESPACE
+    assert lease["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["get", "create", "update"],
+        }
+    ]
+    # pods leave only through the Eviction API: never a delete
+    for rule in rules:
+        if "pods" in rule["resources"]:
+            assert "delete" not in rule["verbs"]
+
+
+def test_disabled_renders_no_descheduler_object(releases: dict[str, helm.Release]) -> None:
+    names = [o["metadata"]["name"] for o in releases["disabled"].objects]
+    assert not [n for n in names if "descheduler" in n]
+    assert [
+        n
+        for n in (o["metadata"]["name"] for o in releases["default"].objects)
+        if "descheduler" in n
+    ]
