@@ -1,6 +1,7 @@
 """The descheduling loop: every deschedulingInterval, LowNodeLoad's round over the ready
-nodes (descheduler.lownodeload), and for each pod it chooses a PodMigrationJob, or, in a dry
-run, a log line, an Event on the pod and a count in a metric.
+nodes (descheduler.lownodeload), and for each pod it chooses a PodMigrationJob; in a dry run
+the job is written down marked as a dry run (Pending, status DryRun: never arbitrated or
+carried out), with a log line, an Event on the pod and a count in a metric.
 
 It follows Koordinator v1.8.0's pkg/descheduler/descheduler.go (the round over ready nodes,
 none with fewer than two, once only with an interval of 0; the per-round limits
@@ -28,7 +29,12 @@ from descheduler.events import NORMAL, EventRecorder
 from descheduler.explain import ExplainStore, node_views
 from descheduler.lownodeload import BalanceResult, balance
 from descheduler.metrics import DeschedulerMetrics
-from descheduler.migration.job import Mode, new_pod_migration_job
+from descheduler.migration.job import (
+    ANNOTATION_DRY_RUN,
+    STATUS_DRY_RUN,
+    Mode,
+    new_pod_migration_job,
+)
 from descheduler.migration.limits import forbidden_reason
 from descheduler.state import DeschedulerState
 from koordkube.client import KubeApi
@@ -198,12 +204,16 @@ class Balancer:
                 log.info("%s", message)
                 self.metrics.dry_run_migrations.labels(LOW_NODE_LOAD, namespace, node).inc()
                 await self.events.post(pod, NORMAL, DRY_RUN_REASON, message, "Descheduling")
-                outcomes[victim.pod] = f"dry run: {DRY_RUN_REASON} Event posted, no job"
+                created = await self._create_job(pod, node, victim.reason, dry_run=message)
+                outcomes[victim.pod] = f"dry run: {DRY_RUN_REASON} Event posted; {created}"
                 continue
             outcomes[victim.pod] = await self._create_job(pod, node, victim.reason)
 
-    async def _create_job(self, pod: Mapping[str, Any], node: str, reason: str) -> str:
-        """Creates the pod's PodMigrationJob; what became of it, for /explain."""
+    async def _create_job(
+        self, pod: Mapping[str, Any], node: str, reason: str, *, dry_run: str = ""
+    ) -> str:
+        """Creates the pod's PodMigrationJob; what became of it, for /explain. With
+        ``dry_run`` (the message) it is marked as a dry run's, with status DryRun."""
         migration = self.config.migration
         job = new_pod_migration_job(
             pod,
@@ -217,11 +227,22 @@ class Balancer:
         )
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}"
+        name = job["metadata"]["name"]
+        if dry_run:
+            job["metadata"]["annotations"][ANNOTATION_DRY_RUN] = "true"
         try:
             await self.api.create(PodMigrationJobResource, job)
+            if dry_run:  # the status subresource: its own write
+                status = {"phase": "Pending", "status": STATUS_DRY_RUN}
+                status |= {"reason": STATUS_DRY_RUN, "message": dry_run}
+                await self.api.patch(
+                    PodMigrationJobResource, name, {"status": status}, subresource="status"
+                )
         except Exception as err:
             log.warning("cannot create a PodMigrationJob for pod %s: %s", key, err)
             return f"not migrated: the PodMigrationJob was not created ({err})"
+        if dry_run:
+            return f"PodMigrationJob {name} written down ({STATUS_DRY_RUN})"
         self.metrics.jobs_created.labels(LOW_NODE_LOAD).inc()
         log.info(
             "PodMigrationJob %s created: pod %s off node %s (%s)",

@@ -1,15 +1,15 @@
 """The ``koord-descheduler`` command: LowNodeLoad rounds and the migration controller.
 
 Koordinator's flags where they apply (cmd/koord-descheduler/app/options): ``--config`` (a
-DeschedulerConfiguration file, descheduler/v1alpha2), the leader election flags
-(``--leader-elect``, ``--leader-elect-lease-duration``, ... ``--leader-elect-resource-name``,
-``--leader-elect-resource-namespace``: given, they win over the file's leaderElection, as
-upstream), and the deprecated insecure serving ``--address``/``--port`` (/healthz and
-/metrics; ignored with ``--config``, whose healthzBindAddress and metricsBindAddress say
-where). Koordinator has no dry-run flag: the file's ``dryRun`` (or LowNodeLoadArgs' or
-MigrationControllerArgs') makes a dry run. Written as for Koordinator's Go binary if need be
-(koordapi.goflags); its flags with no counterpart here are accepted and said at start-up.
-"""
+DeschedulerConfiguration file, descheduler/v1alpha2), the leader election flags (``--leader-
+elect``, ``--leader-elect-lease-duration``, ... ``--leader-elect-resource-name``, ``--leader-
+elect-resource-namespace``: given, they win over the file's leaderElection, as upstream), and
+the deprecated insecure serving ``--address``/``--port`` (/healthz and /metrics; ignored with
+``--config``, whose healthzBindAddress and metricsBindAddress say where). ``--dry-run`` is ours
+(Koordinator has only the file's ``dryRun``, and LowNodeLoadArgs' and
+MigrationControllerArgs'): any of them makes a dry run. Written as for Koordinator's Go binary
+if need be (koordapi.goflags); its flags with no counterpart here are accepted and said at
+start-up."""
 
 from __future__ import annotations
 
@@ -65,6 +65,18 @@ class DeschedulerOptions:
         default=DEFAULT_INSECURE_PORT,
         metadata=flag(
             "port", "/healthz, /readyz and /metrics over HTTP; 0: none; ignored with --config"
+        ),
+    )
+    dry_run: bool = field(
+        default=False,
+        metadata=flag(
+            "dry-run",
+            "choose pods as usual but move none: each choice is written down as a "
+            "PodMigrationJob in status DryRun (never carried out), with an Event on the pod; "
+            "as the configuration's dryRun",
+            ours=True,
+            parse=parse_bool,
+            choices=BOOLEANS,
         ),
     )
     leader_elect: bool | None = field(
@@ -170,7 +182,8 @@ def config_from_options(options: DeschedulerOptions) -> DeschedulerConfig:
         resource_namespace=pick(options.leader_elect_resource_namespace, file.resource_namespace),
     )
     kubeconfig = options.kubeconfig or config.kubeconfig
-    return replace(config, leader_election=election, kubeconfig=kubeconfig)
+    dry_run = config.dry_run or options.dry_run
+    return replace(config, leader_election=election, kubeconfig=kubeconfig, dry_run=dry_run)
 
 
 async def serve(config: DeschedulerConfig) -> int:
@@ -201,8 +214,10 @@ async def serve(config: DeschedulerConfig) -> int:
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     """The parsed flags, from ours or Koordinator's syntax, and what is not followed (to log).
-    A bare ``--leader-elect`` (Go's bool syntax) means true."""
-    argv = ["--leader-elect=true" if a in ("-leader-elect", "--leader-elect") else a for a in argv]
+    A bare ``--leader-elect`` or ``--dry-run`` (Go's bool syntax) means true."""
+    bare = {"-leader-elect": "--leader-elect=true", "--leader-elect": "--leader-elect=true"}
+    bare |= {"-dry-run": "--dry-run=true", "--dry-run": "--dry-run=true"}
+    argv = [bare.get(a, a) for a in argv]
     translated = goflags.translate(argv, TABLES, KOORDINATOR_ONLY)
     return build_parser().parse_args(translated.argv), list(translated.notes)
 
@@ -221,5 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     for note in config.notes:
         log.info("%s", note)
     if config.effective_dry_run:
-        log.info("dry run: no PodMigrationJob is created; each would-be migration is an Event")
+        log.info(
+            "dry run: no pod is moved; each would-be migration is a PodMigrationJob in status "
+            "DryRun (never carried out) and an Event on the pod"
+        )
     return asyncio.run(serve(config))

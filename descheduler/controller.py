@@ -6,14 +6,14 @@ passed-arbitration annotation, the failed ones their status. The reconcile worke
 (maxConcurrentReconciles) take each passed job on: Running (with the pod's uid in
 spec.podRef), an eviction through the Eviction API, then Succeeded once the pod is gone.
 
-It follows Koordinator v1.8.0's pkg/descheduler/controllers/migration/controller.go
-(doMigrate, preparePendingJob, evictPodDirectly, evictPod, abortJobIfTimeout,
-abortJobByMissingPod, doScavenge; the reasons, messages and Events) and evictor/ (the native
-evictor and its descheduler_pods_evicted counts). A 429 from a PodDisruptionBudget, or any
-failed eviction, leaves the job Running with a Warning Event and tries again later; a pod is
-never deleted directly. Succeeded, Failed and Aborted jobs are left alone, and so are paused
-ones. ReservationFirst jobs fail (UnsupportedMode): Reservations do not exist here.
-"""
+It follows Koordinator v1.8.0's pkg/descheduler/controllers/migration/controller.go (doMigrate,
+preparePendingJob, evictPodDirectly, evictPod, abortJobIfTimeout, abortJobByMissingPod,
+doScavenge; the reasons, messages and Events) and evictor/ (the native evictor and its
+descheduler_pods_evicted counts). A 429 from a PodDisruptionBudget, or any failed eviction,
+leaves the job Running with a Warning Event and tries again later; a pod is never deleted
+directly. Succeeded, Failed and Aborted jobs are left alone, and so are paused ones and those a
+dry run wrote down (deleted by the scavenger like every job). ReservationFirst jobs fail
+(UnsupportedMode): Reservations do not exist here."""
 
 from __future__ import annotations
 
@@ -230,8 +230,8 @@ class MigrationController:
             log.warning("PodMigrationJob %s ignored: %s", name, err)
             return None
         phase = job.effective_phase
-        if job.paused or phase not in (Phase.PENDING, Phase.RUNNING):
-            return None  # paused, or Succeeded, Failed, Aborted: left alone
+        if job.paused or job.dry_run or phase not in (Phase.PENDING, Phase.RUNNING):
+            return None  # paused, a dry run's, or Succeeded, Failed, Aborted: left alone
         if timed_out(job, self.clock()):
             status = timeout_status()
             await self._finish(obj, Phase.FAILED, status["reason"], status["message"])

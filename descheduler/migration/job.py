@@ -28,6 +28,9 @@ ANNOTATION_EVICT_TRIGGER = "koordinator.sh/evict-trigger"
 ANNOTATION_JOB_CREATED_BY = "koordinator.sh/job-created-by"
 # a pod carrying it passes every migration filter and limit (descheduler's evict annotation)
 ANNOTATION_EVICT_POD = "descheduler.alpha.kubernetes.io/evict"
+# ours: a job a dry run wrote down ("true"): shown, never arbitrated, never carried out
+ANNOTATION_DRY_RUN = "koordinator-py.io/dry-run"
+STATUS_DRY_RUN = "DryRun"  # status.status (and reason) of such a job
 
 # status.reason values (Koordinator's, apart from REASON_UNSUPPORTED_MODE)
 REASON_TIMEOUT = "Timeout"
@@ -106,8 +109,18 @@ class PodMigrationJob:
 
     @property
     def waiting(self) -> bool:
-        """Pending and not yet let through by the arbitrator: what arbitration decides on."""
-        return self.effective_phase == Phase.PENDING and not self.passed_arbitration
+        """Pending and not yet let through by the arbitrator: what arbitration decides on (a
+        dry run's job never is)."""
+        return (
+            self.effective_phase == Phase.PENDING
+            and not self.passed_arbitration
+            and not self.dry_run
+        )
+
+    @property
+    def dry_run(self) -> bool:
+        """Written down by a dry run (ANNOTATION_DRY_RUN): it only says what would move."""
+        return self.annotations.get(ANNOTATION_DRY_RUN) == "true"
 
     @property
     def migrating(self) -> bool:
@@ -179,11 +192,12 @@ def new_pod_migration_job(
     delete_options=args.default_delete_options``.
 
     Dry run: the PodMigrationJob API has no dry-run marker, and Koordinator's dryRun creates
-    no job at all (its Evict only logs). A marker in the object would not be compatible: the
-    CRD's schema prunes unknown spec fields, and Koordinator's controller ignores unknown
-    annotations, so it would really migrate the pod. A dry run therefore stays on the
-    request: do not create the job, or create it with Kubernetes' server-side dry run
-    (query parameter ``dryRun=DRY_RUN_ALL``), which validates it and persists nothing."""
+    no job at all (its Evict only logs). Here a dry run writes the job down all the same, so
+    that what would move can be listed (``kubectl get pmj``): with ANNOTATION_DRY_RUN "true"
+    and status DryRun, which this project's migration controller never arbitrates or carries
+    out. Koordinator's controller does not know the annotation and would migrate the pod: do
+    not run it beside a dry run of this one.
+    """
     metadata = pod.get("metadata") or {}
     annotations = {ANNOTATION_EVICT_REASON: reason, ANNOTATION_EVICT_TRIGGER: trigger}
     if created_by:

@@ -119,6 +119,7 @@ OLD_DESCHEDULER: OldFlags = {
     "--kubeconfig": (None, None),
     "--address": ("0.0.0.0", None),  # noqa: S104 - Koordinator's default
     "--port": (10251, None),
+    "--dry-run": (False, ["true", "false"]),  # ours (Koordinator: the file's dryRun only)
     "--leader-elect": (None, ["true", "false"]),
     "--leader-elect-lease-duration": (None, None),
     "--leader-elect-renew-deadline": (None, None),

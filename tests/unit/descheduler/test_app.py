@@ -17,11 +17,13 @@ from descheduler.app import AppOptions, Descheduler
 from descheduler.balancer import DRY_RUN_REASON
 from descheduler.config import DeschedulerConfig, parse_config
 from descheduler.migration.job import (
+    ANNOTATION_DRY_RUN,
     ANNOTATION_EVICT_TRIGGER,
     ANNOTATION_JOB_CREATED_BY,
     ANNOTATION_PASSED_ARBITRATION,
     REASON_TIMEOUT,
     REASON_UNSUPPORTED_MODE,
+    STATUS_DRY_RUN,
 )
 from koordkube.testing import KINDS, FakeKubeAPI, Kind
 from tests.unit.koordkube.fakes import eventually
@@ -236,19 +238,33 @@ def test_a_hot_node_loses_a_pod_through_a_job_and_the_eviction_api() -> None:
     assert "koord_descheduler_pod_migration_jobs_created_total" in text
 
 
-def test_a_dry_run_creates_no_job_and_evicts_nothing_but_posts_an_event() -> None:
+def test_a_dry_run_writes_the_job_down_evicts_nothing_and_posts_an_event() -> None:
     api = hot_and_cold()
     app = make_app(api, parse_config(config_text(dry_run=True)))
+
+    def dry_job_written() -> bool:
+        jobs = api.objects("PodMigrationJob")
+        return bool(jobs) and (jobs[0].get("status") or {}).get("status") == STATUS_DRY_RUN
 
     async def body() -> None:
         await eventually(lambda: app.metrics.rounds._value.get() == 1, 5)
         await eventually(lambda: bool(events(api, DRY_RUN_REASON)), 5)
+        await eventually(dry_job_written, 5)
+        # arbitration and the reconcile workers see it and leave it as it is
+        await app.controller.arbitrate_once()
+        (job,) = api.objects("PodMigrationJob")
+        assert await app.controller.reconcile(job["metadata"]["name"]) is None
 
     asyncio.run(asyncio.wait_for(running(app, body), 20))
     (event,) = events(api, DRY_RUN_REASON)
     assert event["involvedObject"]["name"] == "web-0"
     assert "would migrate pod default/web-0 off node hot" in event["message"]
-    assert api.objects("PodMigrationJob") == []
+    (job,) = api.objects("PodMigrationJob")
+    assert job["metadata"]["annotations"][ANNOTATION_DRY_RUN] == "true"
+    assert ANNOTATION_PASSED_ARBITRATION not in job["metadata"]["annotations"]
+    assert job["spec"]["podRef"]["name"] == "web-0"
+    assert job["status"]["phase"] == "Pending"
+    assert "would migrate pod default/web-0 off node hot" in job["status"]["message"]
     assert not api.calls("create", r"/eviction$")
     text = generate_latest(app.metrics.registry).decode()
     assert 'koord_descheduler_dry_run_migrations_total{namespace="default",node="hot"' in text

@@ -79,3 +79,16 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         cli.main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.strip()
+
+
+def test_dry_run_from_the_flag_or_the_file(tmp_path: Path) -> None:
+    assert not cli.config_from_options(options()).effective_dry_run
+    assert cli.config_from_options(options("--dry-run")).effective_dry_run  # Go's bare bool
+    assert not cli.config_from_options(options("--dry-run=false")).effective_dry_run
+    path = tmp_path / "config.yaml"
+    path.write_text("apiVersion: descheduler/v1alpha2\nkind: DeschedulerConfiguration\n")
+    assert cli.config_from_options(options(f"--config={path}", "-dry-run")).effective_dry_run
+    path.write_text(path.read_text() + "dryRun: true\n")
+    # the file's dryRun stands whatever the flag says: either one makes a dry run
+    assert cli.config_from_options(options(f"--config={path}")).effective_dry_run
+    assert cli.config_from_options(options(f"--config={path}", "--dry-run=false")).dry_run
