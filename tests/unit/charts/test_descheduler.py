@@ -6,12 +6,24 @@ Rendered by Helm's engine; the configuration is read back with koord-descheduler
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
 
 from descheduler.config import DeschedulerConfig, parse_config
 from tests.unit.charts import helm
+from tests.unit.charts.test_chart import permission
+from tests.unit.descheduler.test_app import (
+    config_text,
+    hot_and_cold,
+    job_object,
+    make_app,
+    phase,
+    running,
+)
+from tests.unit.koordkube.fakes import eventually
 
 NAMESPACE = "koordinator-system"  # helm.Render's default
 CONFIG_MAP = "koord-descheduler-config"
@@ -191,3 +203,78 @@ def test_disabled_renders_no_descheduler_object(releases: dict[str, helm.Release
         for n in (o["metadata"]["name"] for o in releases["default"].objects)
         if "descheduler" in n
     ]
+
+
+def descheduler_calls() -> list[tuple[str, str]]:
+    """(verb, path) of every request koord-descheduler makes: its informers, the Lease, a round
+    that creates a job, arbitration, an eviction refused by a PDB (429) then done, the job's
+    status, Events, a dry run's job, and the scavenger's delete; on the in-process fake API
+    server (the app as tests/unit/descheduler/test_app.py runs it)."""
+    requests: list[Any] = []
+
+    def record(api: Any) -> None:
+        requests.extend(api.requests)
+
+    api = hot_and_cold()
+    api.blocked_evictions.add("default/web-0")
+    app = make_app(api, parse_config(config_text()))
+
+    async def migrate() -> None:
+        await eventually(lambda: len(api.calls("create", r"/pods/web-0/eviction$")) >= 1, 5)
+        api.blocked_evictions.clear()
+        await eventually(
+            lambda: (
+                phase(api, api.objects("PodMigrationJob")[0]["metadata"]["name"]) == "Succeeded"
+            ),
+            5,
+        )
+
+    asyncio.run(asyncio.wait_for(running(app, migrate), 20))
+    record(api)
+    dry = hot_and_cold()
+    # created 700 s ago: past its 5m TTL and the scavenger's 5 minutes of grace
+    dry.seed(
+        {**job_object("done", "web-1", created=time.time() - 700), "status": {"phase": "Succeeded"}}
+    )
+    dry_app = make_app(dry, parse_config(config_text(dry_run=True)))
+
+    async def dry_run() -> None:
+        await eventually(lambda: dry.get("PodMigrationJob", "done") is None, 5)
+        await eventually(lambda: len(dry.objects("PodMigrationJob")) == 1, 5)
+
+    asyncio.run(asyncio.wait_for(running(dry_app, dry_run), 20))
+    record(dry)
+    # A route the fake does not serve (pods/eviction) is recorded without a verb.
+    writes = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+    return [(r.verb or writes.get(r.method, "get"), r.path) for r in requests]
+
+
+def test_rbac_allows_every_call_the_descheduler_makes(
+    releases: dict[str, helm.Release],
+) -> None:
+    release = releases["default"]
+    rules = [
+        *release.find("ClusterRole", "koord-descheduler-role")["rules"],
+        *release.find("Role", "koord-descheduler-leader-election")["rules"],
+    ]
+    allowed = {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    calls = descheduler_calls()
+    made = {permission(verb, path) for verb, path in calls}
+    # the scenario reached every kind of write (not a vacuous pass)
+    for needed in (
+        ("", "pods/eviction", "create"),
+        ("scheduling.koordinator.sh", "podmigrationjobs", "create"),
+        ("scheduling.koordinator.sh", "podmigrationjobs", "delete"),
+        ("scheduling.koordinator.sh", "podmigrationjobs/status", "patch"),
+        ("", "events", "create"),
+        ("coordination.k8s.io", "leases", "create"),
+    ):
+        assert needed in made, needed
+    for verb, path in calls:
+        assert permission(verb, path) in allowed, f"{verb} {path} is not allowed"

@@ -9,6 +9,7 @@ certificate for tlsConfig.serverName, the host of its urlPrefix.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import contextlib
 import datetime
@@ -22,6 +23,7 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 import pytest
+import trustme
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -45,6 +47,10 @@ from tests.unit.charts.conftest import (
     release_of,
     scenarios_where,
 )
+from tests.unit.charts.test_chart import permission
+from tests.unit.koordkube.fakes import eventually
+from tests.unit.scheduler.objects import device, gpu_entry, gpu_pod, lsr_pod, make_node
+from tests.unit.scheduler.test_server import SERVER_NAME, cluster, serving
 
 NAMESPACE = "koordinator-system"  # helm.Render's default
 # The extender's objects in the default release: koord-scheduler as Koordinator's chart names
@@ -60,8 +66,9 @@ KOORDLET_IMAGE = "koordinator-py/koordlet:0.1.0"
 # Least privilege: what the extender's informers, its bind and its events need.
 SCHEDULER_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-    # patch: the scheduling.koordinator.sh/resource-status annotation, before binding.
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+    # update: the scheduling.koordinator.sh/resource-status and device-allocated annotations,
+    # before binding (read, then written back with its resourceVersion: a PUT).
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "update"]},
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
     {
         "apiGroups": ["slo.koordinator.sh"],
@@ -749,3 +756,59 @@ def test_without_the_kube_scheduler_the_manager_knows_the_others(
     assert not component_objects(release, "kube-scheduler")
     assert scheduler_deployment(release)  # the extender stays, to be merged
     assert manager_schedulers(release) == "default-scheduler,batch-scheduler"
+
+
+@pytest.fixture(scope="module")
+def serving_certs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, trustme.CA]:
+    """The extender's serving certificate, as tests/unit/scheduler/test_server.py makes it."""
+    ca = trustme.CA()
+    folder = tmp_path_factory.mktemp("certs")
+    cert = ca.issue_cert(SERVER_NAME)
+    cert.private_key_pem.write_to_path(str(folder / "tls.key"))
+    cert.cert_chain_pems[0].write_to_path(str(folder / "tls.crt"))
+    return folder, ca
+
+
+def extender_calls(certs: tuple[Path, trustme.CA]) -> list[tuple[str, str]]:
+    """(verb, path) of every request koord-scheduler makes: its informers, filter and
+    prioritize, an LSR pod's bind (its CPUs) and a GPU pod's (its device allocation), as
+    tests/unit/scheduler/test_server.py serves them on the in-process fake API server."""
+
+    async def scenario() -> list[tuple[str, str]]:
+        api = cluster()
+        api.seed({"apiVersion": "v1", "kind": "Pod", **lsr_pod("db", cpus=4)})
+        api.seed({"apiVersion": "v1", "kind": "Node", **make_node("gpu")})
+        api.seed(device("gpu", [gpu_entry(0, memory="16Gi")]))
+        api.seed({"apiVersion": "v1", "kind": "Pod", **gpu_pod({keys.NVIDIA_GPU: "1"}, "ml")})
+        async with serving(api, certs) as (client, view):
+            await eventually(lambda: view.device("gpu") is not None)
+            await eventually(lambda: view.pod("default", "ml") is not None)
+            nodes = {"Pod": lsr_pod("db", cpus=4), "NodeNames": ["node-1", "node-2"]}
+            await client.post("filter", nodes)
+            await client.post("prioritize", nodes)
+            for pod, node in (("db", "node-2"), ("ml", "gpu")):
+                args = {"PodName": pod, "PodNamespace": "default", "PodUID": f"uid-{pod}"}
+                assert await client.post("bind", {**args, "Node": node}) == {"Error": ""}
+        writes = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+        return [(r.verb or writes.get(r.method, "get"), r.path) for r in api.requests]
+
+    return asyncio.run(scenario())
+
+
+def test_rbac_allows_every_call_the_extender_makes(
+    default: helm.Release, serving_certs: tuple[Path, trustme.CA]
+) -> None:
+    allowed = {
+        (group, resource, verb)
+        for rule in default.find("ClusterRole", SCHEDULER_ROLE)["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    calls = extender_calls(serving_certs)
+    made = {permission(verb, path) for verb, path in calls}
+    # the binds reached their writes (not a vacuous pass)
+    assert ("", "pods", "update") in made and ("", "pods/binding", "create") in made
+    assert ("scheduling.koordinator.sh", "devices", "watch") in made
+    for verb, path in calls:
+        assert permission(verb, path) in allowed, f"{verb} {path} is not allowed"
