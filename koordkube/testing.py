@@ -71,6 +71,7 @@ KINDS = (
     Kind("", "v1", "Node", "nodes", False, status=True),
     Kind("", "v1", "Pod", "pods", True, status=True),
     Kind("", "v1", "ConfigMap", "configmaps", True),
+    Kind("", "v1", "Secret", "secrets", True),
     Kind("", "v1", "Event", "events", True),
     Kind("", "v1", "Namespace", "namespaces", False, status=True),
     Kind("coordination.k8s.io", "v1", "Lease", "leases", True),
@@ -97,6 +98,20 @@ KINDS = (
     ),
     # Koordinator's Device CRD has no status subresource (its spec is the whole report)
     Kind(SCHEDULING_GROUP, "v1alpha1", "Device", "devices", False, custom=True),
+    Kind(
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+        False,
+    ),
+    Kind(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+        False,
+    ),
 )
 
 REASONS = {

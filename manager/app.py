@@ -21,7 +21,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from koordapi.features import parse_manager_gates
 from koordapi.settings import flag
+from koordkube import ratelimit
+from koordkube.certkeeper import CertificateKeeper, webhook_names
 from koordkube.client import KubeApi
+from koordkube.clientauth import ClientAuth, parse_names
 from koordkube.leader import LeaderElectionConfig, LeaderElector
 from koordkube.probes import serve_probes
 from koordkube.resources import object_key
@@ -34,6 +37,8 @@ from manager.controllers.nodeslo import NodeMetricController, NodeSLOController
 from manager.controllers.state import ClusterState
 from manager.metrics import ManagerMetrics
 from manager.unsupported import SLOConfigAudit
+from manager.webhooks import cabundle
+from manager.webhooks.audit import AdmissionAudit
 from manager.webhooks.server import WebhookServer
 
 log = logging.getLogger(__name__)
@@ -57,6 +62,71 @@ class ManagerOptions:
         metadata=flag(
             "webhook-cert-dir",
             "folder with tls.crt and tls.key (reloaded when they change)",
+            ours=True,
+        ),
+    )
+    # empty: tls.crt and tls.key are provided in --webhook-cert-dir (the chart's, or cert-manager's)
+    webhook_cert_secret: str = field(
+        default="",
+        metadata=flag(
+            "webhook-cert-secret",
+            "Secret (in --config-namespace) where koord-manager keeps its own serving "
+            "certificate and CA, as Koordinator does: made when missing, renewed six months "
+            "before its end, written to --webhook-cert-dir, and the webhook configurations' "
+            "caBundle kept equal to the CA; empty: the files in --webhook-cert-dir are given",
+            ours=True,
+        ),
+    )
+    webhook_service_name: str = field(
+        default="koordinator-webhook-service",  # Koordinator's SERVICE_NAME default
+        metadata=flag(
+            "webhook-service-name",
+            "the webhook Service, in --config-namespace: the names the certificate is for",
+            ours=True,
+        ),
+    )
+    mutating_webhook_configuration: str = field(
+        default=cabundle.DEFAULT_MUTATING,
+        metadata=flag(
+            "mutating-webhook-configuration",
+            "with --webhook-cert-secret: the MutatingWebhookConfiguration whose caBundle is kept",
+            ours=True,
+        ),
+    )
+    validating_webhook_configuration: str = field(
+        default=cabundle.DEFAULT_VALIDATING,
+        metadata=flag(
+            "validating-webhook-configuration",
+            "with --webhook-cert-secret: the ValidatingWebhookConfiguration whose caBundle is kept",
+            ours=True,
+        ),
+    )
+    # Client authentication of the webhook's callers (koordkube.clientauth); all empty: none.
+    webhook_client_ca_file: Path | None = field(
+        default=None,
+        metadata=flag(
+            "webhook-client-ca-file",
+            "PEM CA bundle: callers must present a client certificate it signed (the "
+            "kube-apiserver's, from its admission configuration); reloaded when it changes",
+            ours=True,
+        ),
+    )
+    webhook_client_allowed_names: tuple[str, ...] = field(
+        default=(),
+        metadata=flag(
+            "webhook-client-allowed-names",
+            "with --webhook-client-ca-file: the client certificate's subject CN or a DNS SAN "
+            "must be one of these, comma-separated; empty: any certificate of the CA",
+            parse=lambda text: tuple(sorted(parse_names(text))),
+            ours=True,
+        ),
+    )
+    webhook_client_token_file: Path | None = field(
+        default=None,
+        metadata=flag(
+            "webhook-client-token-file",
+            "bearer tokens accepted from callers, one a line; reloaded when it changes; "
+            "beside --webhook-client-ca-file, either credential is enough",
             ours=True,
         ),
     )
@@ -95,6 +165,46 @@ class ManagerOptions:
             ours=True,
         ),
     )
+    # The webhooks' rate limit (koordkube.ratelimit, where the defaults are explained): a token
+    # bucket per client (the TLS client certificate's CN, else the address) and one overall.
+    webhook_rate_limit_qps: float = field(
+        default=ratelimit.DEFAULT_QPS,
+        metadata=flag(
+            "webhook-rate-limit-qps",
+            "webhook requests a second this replica serves in all, beyond them HTTP 429 with "
+            "Retry-After; 0: no overall limit",
+            parse=ratelimit.parse_qps,
+            ours=True,
+        ),
+    )
+    webhook_rate_limit_burst: int = field(
+        default=ratelimit.DEFAULT_BURST,
+        metadata=flag(
+            "webhook-rate-limit-burst",
+            "webhook requests served at once above --webhook-rate-limit-qps",
+            parse=ratelimit.parse_burst,
+            ours=True,
+        ),
+    )
+    webhook_rate_limit_per_client_qps: float = field(
+        default=ratelimit.DEFAULT_PER_CLIENT_QPS,
+        metadata=flag(
+            "webhook-rate-limit-per-client-qps",
+            "webhook requests a second served to one client (its client certificate's CN, "
+            "else its address); 0: no per-client limit",
+            parse=ratelimit.parse_qps,
+            ours=True,
+        ),
+    )
+    webhook_rate_limit_per_client_burst: int = field(
+        default=ratelimit.DEFAULT_PER_CLIENT_BURST,
+        metadata=flag(
+            "webhook-rate-limit-per-client-burst",
+            "webhook requests served at once to one client above its rate",
+            parse=ratelimit.parse_burst,
+            ours=True,
+        ),
+    )
     leader_elect: bool = field(default=True, metadata=flag("enable-leader-election"))
     leader_election_namespace: str = field(
         default="koordinator-system", metadata=flag("leader-election-namespace")
@@ -106,6 +216,23 @@ class ManagerOptions:
         default=4,
         metadata=flag("workers", "concurrent reconciles per controller", ours=True),
     )
+
+    def webhook_rate_limits(self) -> ratelimit.RateLimits:
+        """The webhooks' rate limit (--webhook-rate-limit-*)."""
+        return ratelimit.RateLimits(
+            qps=self.webhook_rate_limit_qps,
+            burst=self.webhook_rate_limit_burst,
+            per_client_qps=self.webhook_rate_limit_per_client_qps,
+            per_client_burst=self.webhook_rate_limit_per_client_burst,
+        )
+
+    def webhook_client_auth(self) -> ClientAuth:
+        """Who may call the webhooks (--webhook-client-*); all unset: anyone."""
+        return ClientAuth.of(
+            self.webhook_client_ca_file,
+            self.webhook_client_allowed_names,
+            self.webhook_client_token_file,
+        )
 
 
 class Manager:
@@ -136,6 +263,8 @@ class Manager:
         self.queues = {name: WorkQueue() for name in self.reconcilers}
         self._wire()
         self.webhooks: WebhookServer | None = None
+        # the webhooks' decisions, logged, counted and served at /explain/pods/{ns}/{name}
+        self.admission_audit = AdmissionAudit(self.metrics, clock=clock)
         self.leading = asyncio.Event()
 
     # -- events to keys -----------------------------------------------------------------------
@@ -219,10 +348,15 @@ class Manager:
             for i in (*self.state.informers, *self.state.optional_informers)
         ]
         servers: list[web.AppRunner] = []
+        background: list[asyncio.Task[None]] = []
         try:
             for addr in dict.fromkeys((self.options.metrics_addr, self.options.health_probe_addr)):
                 if addr:
                     servers.append(await self._serve_metrics(addr))
+            if self.options.webhook_port is not None and self.options.webhook_cert_secret:
+                keeper = self.certificate_keeper()
+                await keeper.first_sync()  # the server loads the files it wrote
+                background.append(asyncio.create_task(keeper.run(keeper.interval)))
             if self.options.webhook_port is not None:
                 self.webhooks = WebhookServer(
                     "0.0.0.0",  # noqa: S104 - reached through a Service
@@ -232,7 +366,13 @@ class Manager:
                     self.options.config_namespace,
                     self.options.slo_config_name,
                     schedulers=self.options.schedulers,
+                    client_auth=self.options.webhook_client_auth(),
+                    audit=self.admission_audit,
+                    rate_limiter=self.webhook_rate_limiter(),
                 )
+                if self.webhooks.authenticator is not None:
+                    refused = self.metrics.webhook_client_auth_refused
+                    self.webhooks.authenticator.on_refused = lambda why: refused.labels(why).inc()
                 await self.webhooks.start()
             await asyncio.gather(*(i.wait_synced() for i in self.state.informers))
             log.info("synced: %d nodes, %d pods", len(self.state.nodes), len(self.state.pods))
@@ -252,16 +392,51 @@ class Manager:
                 await self.webhooks.stop()
             for runner in servers:
                 await runner.cleanup()
-            for task in informers:
+            for task in (*informers, *background):
                 task.cancel()
-            await asyncio.gather(*informers, return_exceptions=True)
+            await asyncio.gather(*informers, *background, return_exceptions=True)
+
+    def certificate_keeper(self) -> CertificateKeeper:
+        """The keeper of --webhook-cert-secret, its state in the metrics."""
+        o = self.options
+        keeper = CertificateKeeper(
+            self.api,
+            o.config_namespace,
+            o.webhook_cert_secret,
+            webhook_names(o.webhook_service_name, o.config_namespace),
+            o.webhook_cert_dir,
+            on_ca=cabundle.CABundleWriter(
+                self.api,
+                [
+                    (cabundle.MUTATING, o.mutating_webhook_configuration),
+                    (cabundle.VALIDATING, o.validating_webhook_configuration),
+                ],
+            ),
+            on_event=lambda event: self.metrics.webhook_certificate_events.labels(event).inc(),
+        )
+        self.metrics.webhook_certificate_not_after.set_function(keeper.not_after)
+        return keeper
+
+    def webhook_rate_limiter(self) -> ratelimit.RateLimiter:
+        """The webhooks' limiter, each refusal counted in koord_manager_webhook_rate_limited."""
+        limits = self.options.webhook_rate_limits()
+        log.info("webhook rate limit: %s", limits.describe())
+        counter = self.metrics.webhook_rate_limited
+        return ratelimit.RateLimiter(
+            limits,
+            on_refused=lambda route, _refusal: counter.labels(route).inc(),
+            component="koord-manager webhook",
+        )
 
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.state.informers)
 
     async def _serve_metrics(self, addr: str) -> web.AppRunner:
         runner = await serve_probes(
-            addr, self.synced, lambda: (generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST)
+            addr,
+            self.synced,
+            lambda: (generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST),
+            self.admission_audit.routes(),
         )
         log.info("metrics and probes on %s", addr)
         return runner

@@ -89,16 +89,22 @@ async def serve(args: argparse.Namespace) -> int:
     from koordkube.client import KubeApi, build_client  # noqa: PLC0415 - after arg parsing
 
     options = options_from_args(args)
-    if options.webhook_port is not None:
+    if options.webhook_port is not None and not options.webhook_cert_secret:
         folder = options.webhook_cert_dir
         missing = [f for f in ("tls.crt", "tls.key") if not (folder / f).is_file()]
         if missing:
             print(
                 f"koord-manager: no {' and '.join(missing)} in {options.webhook_cert_dir} "
-                "(--webhook-cert-dir); --disable-webhooks runs without the webhooks",
+                "(--webhook-cert-dir); --webhook-cert-secret=NAME makes and keeps them, "
+                "--disable-webhooks runs without the webhooks",
                 file=sys.stderr,
             )
             return 2
+    problems = options.webhook_client_auth().problems() if options.webhook_port is not None else []
+    for problem in problems:
+        print(f"koord-manager: {problem} (--webhook-client-*)", file=sys.stderr)
+    if problems:
+        return 2
     try:
         client = build_client(args.kubeconfig)
     except Exception as err:

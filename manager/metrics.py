@@ -42,6 +42,19 @@ class ManagerMetrics:
             "Node status writes of batch and mid resources",
             registry=self.registry,
         )
+        # --webhook-cert-secret: the serving certificate koord-manager keeps (ours)
+        self.webhook_certificate_events = Counter(
+            "koord_manager_webhook_certificate_events",
+            "Serving certificates issued into the Secret (issued) and passes of the "
+            "certificate keeper that failed (failed)",
+            ["event"],
+            registry=self.registry,
+        )
+        self.webhook_certificate_not_after = Gauge(
+            "koord_manager_webhook_certificate_not_after_timestamp_seconds",
+            "When the webhook serving certificate in use ends (0: not kept by koord-manager)",
+            registry=self.registry,
+        )
         self.leader = Gauge(
             "koord_manager_leader",
             "1 while this replica holds the leader Lease (or runs without election)",
@@ -66,5 +79,31 @@ class ManagerMetrics:
             "koord_manager_queue_depth",
             "Keys waiting in each controller's work queue",
             ["controller"],
+            registry=self.registry,
+        )
+        # ours: Koordinator's webhook server has no rate limit (koordkube.ratelimit); the
+        # route label is the webhook's path, or "other" for any path it does not serve
+        # ours: Koordinator's webhook server authenticates no caller (koordkube.clientauth)
+        self.webhook_client_auth_refused = Counter(
+            "koord_manager_webhook_client_auth_refused",
+            "Webhook requests refused for their credentials (--webhook-client-*), by reason: "
+            "unauthenticated (HTTP 401) or forbidden (HTTP 403)",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.webhook_rate_limited = Counter(
+            "koord_manager_webhook_rate_limited",
+            "Webhook requests refused with HTTP 429 by the rate limit (--webhook-rate-limit-*), "
+            "by route",
+            ["route"],
+            registry=self.registry,
+        )
+        # ours (Koordinator counts only its binding admission decisions); its labels are those
+        # of Koordinator's koord_manager_webhook_webhook_duration_milliseconds, plus decision
+        self.webhook_decisions = Counter(
+            "koord_manager_webhook_decisions",
+            "Admission decisions by webhook (mutate, validate), object (pod, configmap), "
+            "operation and decision (mutated, denied, allowed: allowed unchanged)",
+            ["webhook_type", "object_type", "operation", "decision"],
             registry=self.registry,
         )

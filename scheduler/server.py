@@ -7,7 +7,12 @@ GPUs) in one update, and then creates the Binding. Replies are
 PascalCase JSON with status 200; a request that cannot be answered gets the verb's error
 field (Error), never a 500 with a traceback. The verbs share one DecisionCache and run
 without awaiting in the event loop, so they never interleave; bind awaits its writes after
-the decision, with the pod already counted on the node (assumed).
+the decision, with the pod already counted on the node (assumed). Every bind, bound or failed,
+is logged as one "extender bind ..." line and counted (``scheduler.audit``). With ``client_auth``
+(``koordkube.clientauth``; off by default) a caller must present kube-scheduler's client
+certificate (the extender's ``tlsConfig`` certFile/keyFile) or a bearer token; /healthz stays
+open. With ``rate_limiter`` (``koordkube.ratelimit``), checked before that, a client past its
+rate or the server's gets 429 with Retry-After.
 """
 
 from __future__ import annotations
@@ -23,9 +28,12 @@ from typing import Any
 from aiohttp import web
 
 from koordkube.client import KubeApi, update_with_retry
+from koordkube.clientauth import ClientAuth, ClientAuthenticator
+from koordkube.ratelimit import RateLimiter, rate_limit_middleware
 from koordkube.resources import object_key
 from koordkube.tlsreload import CertificateReloader
 from scheduler import extender
+from scheduler.audit import BindAudit
 from scheduler.extender import DecisionCache, ExtenderArgsError, ExtenderConfig, ci_get
 from scheduler.state import InformerClusterView
 
@@ -42,6 +50,15 @@ def _error_reply(verb: str, message: str) -> Any:
     return {"Error": message}
 
 
+def _bind_target(args: Any) -> tuple[str, str, str]:
+    """(namespace/name, uid, node) of ExtenderBindingArgs, "" for what it lacks."""
+    if not isinstance(args, dict):
+        return "", "", ""
+    got = [ci_get(args, key) for key in ("PodNamespace", "PodName", "PodUID", "Node")]
+    namespace, name, uid, node = (v if isinstance(v, str) else "" for v in got)
+    return f"{namespace}/{name}" if namespace or name else "", uid, node
+
+
 class Binder:
     """bind: decide the CPUs and GPUs, count the pod on the node, write the annotations, bind."""
 
@@ -51,10 +68,24 @@ class Binder:
         view: InformerClusterView,
         config: ExtenderConfig,
         cache: DecisionCache,
+        *,
+        audit: BindAudit | None = None,
     ) -> None:
         self.api, self.view, self.config, self.cache = api, view, config, cache
+        # every bind logged and counted, bound or failed, and kept for /explain
+        self.audit = audit if audit is not None else BindAudit()
 
     async def bind(self, args: Any) -> dict[str, str]:
+        try:
+            reply = await self._bind(args)
+        except Exception as err:  # the handler answers it in Error; audited here all the same
+            self.audit.failed(*_bind_target(args), f"bind failed: {type(err).__name__}: {err}")
+            raise
+        if reply["Error"]:
+            self.audit.failed(*_bind_target(args), reply["Error"])
+        return reply
+
+    async def _bind(self, args: Any) -> dict[str, str]:
         if not isinstance(args, dict):
             return {"Error": "ExtenderBindingArgs must be a JSON object"}
         name, namespace = ci_get(args, "PodName"), ci_get(args, "PodNamespace")
@@ -81,11 +112,9 @@ class Binder:
             await self.api.bind_pod(namespace, name, node, uid=uid or None)
         except Exception as err:
             self.view.forget(pod)
-            log.warning("binding %s/%s to %s failed: %s", namespace, name, node, err)
             return {"Error": f"binding {namespace}/{name} to {node}: {err}"}
-        pinned = f" cpuset {plan.cpuset}" if plan.cpuset else ""
-        pinned += f" gpus {plan.gpus}" if plan.gpus else ""
-        log.info("bound %s to %s%s", object_key(pod), node, pinned)
+        pod_uid = str((pod.get("metadata") or {}).get("uid") or uid or "")
+        self.audit.bound(object_key(pod), pod_uid, node, cpuset=plan.cpuset, gpus=plan.gpus)
         return {"Error": ""}
 
     async def _annotate(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
@@ -122,23 +151,53 @@ class ExtenderServer:
         prefix: str = "/scheduler",
         config: ExtenderConfig | None = None,
         clock: Callable[[], float] = time.time,
+        client_auth: ClientAuth | None = None,
+        rate_limiter: RateLimiter | None = None,
     ) -> None:
         self.view, self.clock = view, clock
         self.config = config or ExtenderConfig()
         self.cache = DecisionCache()
-        self.binder = Binder(api, view, self.config, self.cache)
+        self.binder = Binder(api, view, self.config, self.cache, audit=BindAudit(clock=clock))
         self.host, self.port = host, port
         self.prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
-        self.certificates = CertificateReloader(cert_dir) if cert_dir is not None else None
+        # None: any client that reaches the port is served (the default)
+        self.client_auth = client_auth if client_auth and client_auth.enabled else None
+        self.authenticator = (
+            ClientAuthenticator(self.client_auth, component="koord-scheduler extender")
+            if self.client_auth is not None
+            else None
+        )
+        auth = self.client_auth
+        self.certificates = (
+            CertificateReloader(
+                cert_dir,
+                client_ca_file=auth.ca_file if auth is not None else None,
+                client_verify=auth.verify_mode if auth is not None else ssl.CERT_REQUIRED,
+            )
+            if cert_dir is not None
+            else None
+        )
+        # None: no rate limit (tests; koord-scheduler always passes one, see koordkube.ratelimit)
+        self.rate_limiter = rate_limiter if rate_limiter and rate_limiter.enabled else None
         self._runner: web.AppRunner | None = None
         self.requests: dict[str, int] = {"filter": 0, "prioritize": 0, "bind": 0}
 
     def application(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_BODY)
+        middlewares = []
+        if self.rate_limiter is not None:  # first: a refused request costs no authentication
+            middlewares.append(rate_limit_middleware(self.rate_limiter, label=self._verb_label))
+        if self.authenticator is not None:
+            middlewares.append(self.authenticator.middleware)
+        app = web.Application(client_max_size=MAX_BODY, middlewares=middlewares)
         for verb in ("filter", "prioritize", "bind"):
             app.router.add_post(f"{self.prefix}/{verb}", self._handler(verb))
         app.router.add_get("/healthz", self._healthz)
         return app
+
+    def _verb_label(self, request: web.Request) -> str:
+        """A refused request's metric label: its verb, or "other" (a scan's paths are many)."""
+        prefix, _, verb = request.path.rpartition("/")
+        return verb if prefix == self.prefix and verb in self.requests else "other"
 
     async def _healthz(self, _request: web.Request) -> web.Response:
         return web.Response(text="ok\n")

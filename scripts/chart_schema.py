@@ -43,6 +43,15 @@ FREE_FORM = {
 }
 # Values that take any scalar (an image tag may be written as a number).
 SCALAR = {"tag": {"type": ["string", "number"]}}
+# Values with a range, by their parent's key and theirs: refused at install, as the flag would
+# refuse them at start (a rate of 0 turns that rate limit off; a burst is at least 1).
+RANGES: dict[tuple[str, ...], dict[str, Any]] = {
+    ("rateLimit", "qps"): {"type": "number", "minimum": 0},
+    ("rateLimit", "perClientQps"): {"type": "number", "minimum": 0},
+    ("rateLimit", "burst"): {"type": "integer", "minimum": 1},
+    ("rateLimit", "perClientBurst"): {"type": "integer", "minimum": 1},
+    ("webhook", "timeoutSeconds"): {"type": "integer", "minimum": 1, "maximum": 30},
+}
 # Koordinator's chart keys (v1.8) that ours does not have, by parent path.
 KOORDINATOR_KEYS = {
     (): [
@@ -91,6 +100,8 @@ KOORDINATOR_KEYS = {
 
 def schema_of(value: Any, path: tuple[str, ...]) -> dict[str, Any]:
     key = path[-1] if path else ""
+    if path[-2:] in RANGES:
+        return dict(RANGES[path[-2:]])
     if key in SCALAR:
         return dict(SCALAR[key])
     if key == "imagePullSecrets":

@@ -175,7 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     query_cmd.add_argument("--json", action="store_true")
     explain_cmd = sub.add_parser(
         "explain",
-        help="a pod's applied values and the QoS actions (with reasons) behind them; "
+        help="a pod's applied values and the QoS actions (with reasons) behind them, with "
+        "--manager/--scheduler their admission decisions and binds; "
         "`explain node NAME`: a node's batch resources and how koord-manager computed them",
     )
     explain_cmd.add_argument("pod", help="pod uid, NAMESPACE/NAME or name; or `node`")
@@ -186,6 +187,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="with `node`: koord-descheduler's address (e.g. http://127.0.0.1:10251) for its "
         "last round's view of the node (default: $KOORD_DESCHEDULER_URL; neither: not asked)",
+    )
+    explain_cmd.add_argument(
+        "--manager",
+        metavar="URL",
+        help="with a pod: koord-manager's metrics address (e.g. http://127.0.0.1:8080) for its "
+        "admission decisions on the pod (default: $KOORD_MANAGER_URL; neither: not asked)",
+    )
+    explain_cmd.add_argument(
+        "--scheduler",
+        metavar="URL",
+        help="with a pod: koord-scheduler's metrics address (e.g. http://127.0.0.1:8081) for "
+        "its extender binds of the pod (default: $KOORD_SCHEDULER_URL; neither: not asked)",
     )
     explain_cmd.add_argument("--addr", default=DEFAULT_ADDR, help=addr_help)
     explain_cmd.add_argument("--json", action="store_true")

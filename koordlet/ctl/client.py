@@ -1,6 +1,7 @@
 """koordctl's I/O: koordlet's JSON API on the node and, for the commands that use it, the API
 server (the Node, NodeMetric and NodeSLO through ``koordkube``, imported only when used) and
-koord-descheduler's read-only /explain (over plain HTTP: koordctl never imports it)."""
+the read-only /explain of koord-descheduler, koord-manager and koord-scheduler (over plain
+HTTP: koordctl never imports them)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,11 @@ class KoordletUnreachable(Exception):
     pass
 
 
-class DeschedulerError(Exception):
-    """koord-descheduler could not be reached, or did not answer with a JSON object."""
+class ComponentError(Exception):
+    """A control-plane component could not be reached, or did not answer with a JSON object."""
+
+
+DeschedulerError = ComponentError  # the name `explain node --descheduler` started with
 
 
 def fetch(addr: str, path: str) -> Any:
@@ -41,13 +45,18 @@ def fetch(addr: str, path: str) -> Any:
 
 
 def fetch_descheduler(base: str, path: str) -> dict[str, Any]:
-    """GET koord-descheduler's JSON at ``base`` (``http://HOST:PORT``; a bare HOST:PORT is
-    taken as http) + ``path``: the answer's object, or DeschedulerError with one line."""
+    """GET koord-descheduler's JSON at ``base`` + ``path`` (``fetch_component``)."""
+    return fetch_component(base, path, "koord-descheduler")
+
+
+def fetch_component(base: str, path: str, component: str) -> dict[str, Any]:
+    """GET ``component``'s JSON at ``base`` (``http://HOST:PORT``; a bare HOST:PORT is taken as
+    http) + ``path``: the answer's object, or ComponentError with one line."""
     if "://" not in base:
         base = f"http://{base}"
     scheme = urllib.parse.urlsplit(base).scheme
     if scheme not in ("http", "https"):
-        raise DeschedulerError(f"{base}: not an http:// or https:// URL")
+        raise ComponentError(f"{base}: not an http:// or https:// URL")
     url = base.rstrip("/") + path
     try:
         with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - scheme checked
@@ -56,16 +65,16 @@ def fetch_descheduler(base: str, path: str) -> dict[str, Any]:
         detail = err.read().decode(errors="replace").strip()
         with contextlib.suppress(ValueError, AttributeError):
             detail = str(json.loads(detail).get("message", detail))
-        raise DeschedulerError(f"{url}: HTTP {err.code}: {detail}") from None
+        raise ComponentError(f"{url}: HTTP {err.code}: {detail}") from None
     except (OSError, ValueError) as err:
         reason = getattr(err, "reason", err)
-        raise DeschedulerError(f"cannot reach koord-descheduler at {base} ({reason})") from None
+        raise ComponentError(f"cannot reach {component} at {base} ({reason})") from None
     try:
         data = json.loads(body)
     except ValueError:
-        raise DeschedulerError(f"{url}: a bad answer, not JSON: {body[:80]!r}") from None
+        raise ComponentError(f"{url}: a bad answer, not JSON: {body[:80]!r}") from None
     if not isinstance(data, dict):
-        raise DeschedulerError(f"{url}: a bad answer, not a JSON object")
+        raise ComponentError(f"{url}: a bad answer, not a JSON object")
     return data
 
 

@@ -1,7 +1,9 @@
-"""``koordctl explain``: a pod's applied values, NRI conflicts and the QoS actions behind them;
-``explain node NAME``: a Node's batch and mid resources and koord-manager's explanation, and
-with ``--descheduler URL`` (or $KOORD_DESCHEDULER_URL) koord-descheduler's last round's view of
-the node (its GET /explain/nodes/NAME)."""
+"""``koordctl explain``: a pod's applied values, NRI conflicts and the QoS actions behind them,
+and with ``--manager URL``/``--scheduler URL`` koord-manager's admission decisions and
+koord-scheduler's binds for the pod (``koordlet.ctl.explain_pod``); ``explain node NAME``: a
+Node's batch and mid resources and koord-manager's explanation, and with ``--descheduler URL``
+(or $KOORD_DESCHEDULER_URL) koord-descheduler's last round's view of the node (its GET
+/explain/nodes/NAME)."""
 
 from __future__ import annotations
 
@@ -185,11 +187,6 @@ def explain_node(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.pod == "node" and args.name:
         return explain_node(args)
-    path = "/api/v1/explain?" + urllib.parse.urlencode({"pod": args.pod})
-    try:
-        data = client.fetch(args.addr, path)
-    except client.KoordletUnreachable as err:
-        print(f"koordctl explain: {err}", file=sys.stderr)
-        return 1
-    print(json.dumps(data) if args.json else render_explain(data))
-    return 0
+    from koordlet.ctl.explain_pod import explain_pod  # noqa: PLC0415
+
+    return explain_pod(args, render_explain)

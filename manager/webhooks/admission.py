@@ -31,6 +31,15 @@ class ObjectError(ValueError):
 
 
 @dataclass(frozen=True)
+class UserInfo:
+    """``request.userInfo``: who asked the API server (for the audit line, not for decisions)."""
+
+    username: str = ""
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class AdmissionRequest:
     """The parts of ``AdmissionReview.request`` the webhooks read."""
 
@@ -45,6 +54,7 @@ class AdmissionRequest:
     object: Mapping[str, Any] | None = None
     old_object: Mapping[str, Any] | None = None
     dry_run: bool = False
+    user_info: UserInfo = field(default_factory=UserInfo)
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,8 @@ class AdmissionResponse:
     message: str = ""
     patch: JsonPatch | None = None
     warnings: tuple[str, ...] = field(default=())
+    # what decided, for the audit line (never sent): e.g. the ClusterColocationProfiles applied
+    decided_by: str = ""
 
 
 def allowed(*warnings: str) -> AdmissionResponse:
@@ -96,6 +108,21 @@ def _gvk(request: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value
 
 
+def _user_info(request: Mapping[str, Any]) -> UserInfo:
+    value = request.get("userInfo")
+    if value is None:
+        return UserInfo()
+    if not isinstance(value, dict):
+        raise ReviewError(f"request.userInfo must be an object, got {type(value).__name__}")
+    username, uid = value.get("username") or "", value.get("uid") or ""
+    if not isinstance(username, str) or not isinstance(uid, str):
+        raise ReviewError("request.userInfo.username and .uid must be strings")
+    groups = value.get("groups") or []
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise ReviewError("request.userInfo.groups must be a list of strings")
+    return UserInfo(username, uid, tuple(groups))
+
+
 def parse_review(body: bytes | str) -> AdmissionRequest:
     """Decode and check an AdmissionReview v1 request; raise ReviewError naming the problem."""
     try:
@@ -132,6 +159,7 @@ def parse_review(body: bytes | str) -> AdmissionRequest:
         object=_object(request, "object"),
         old_object=_object(request, "oldObject"),
         dry_run=dry_run is True,
+        user_info=_user_info(request),
     )
 
 

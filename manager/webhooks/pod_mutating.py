@@ -10,6 +10,7 @@ is the JSON Patch from the original to the copy. No I/O here; the caller passes 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import random
 from collections.abc import Collection, Mapping, Sequence
@@ -28,7 +29,7 @@ from manager.webhooks.admission import (
     json_patch,
     patched,
 )
-from manager.webhooks.profiles import RandIntn, apply_profiles
+from manager.webhooks.profiles import ProfileOutcome, RandIntn, apply_profiles
 
 # Priority class → {cpu/memory: extended resource}; prod, free and none keep cpu/memory.
 RESOURCE_NAMES = {
@@ -76,7 +77,20 @@ def mutate_pod(
     except ConfigError as err:
         # upstream answers 500 too: the cluster's configuration, not the pod, is at fault
         return denied(str(err), 500)
-    return patched(json_patch(original, pod), *_scheduler_warning(original, pod, schedulers))
+    response = patched(json_patch(original, pod), *_scheduler_warning(original, pod, schedulers))
+    return dataclasses.replace(response, decided_by=decided_by(outcome))
+
+
+def decided_by(outcome: ProfileOutcome) -> str:
+    """The profiles behind a patch, for the audit line: a matched profile skipped by its
+    probability still decides the resource conversion, so it is named too."""
+    if not outcome.matched:
+        return "no ClusterColocationProfile matched (extended-resource-spec annotation only)"
+    names = [
+        name if name in outcome.applied else f"{name} (matched, skipped by probability)"
+        for name in outcome.matched
+    ]
+    return "ClusterColocationProfile " + ", ".join(names)
 
 
 def _scheduler_warning(

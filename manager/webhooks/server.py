@@ -5,11 +5,17 @@ Routes: POST /mutate-pod, /validate-pod, /validate-configmap; GET /healthz. A bo
 not an AdmissionReview v1 request gets HTTP 400 (there is no uid to answer to); any review
 gets HTTP 200 with an AdmissionReview answer, including "allowed, with a warning" for a kind
 the route does not handle and "denied, 500" if a webhook function fails unexpectedly.
+Every answered review goes to ``audit`` (``manager.webhooks.audit``): counted, and logged as
+one "admission ..." line when it mutates or denies.
 
 State (profiles, PriorityClasses, namespace labels) comes from a ``StateProvider`` the
 controllers feed from their caches; handlers only read it, never the API server, so a slow
 apiserver cannot make admission slow. The serving certificate is ``tls.crt``/``tls.key`` in
-``cert_dir`` and is reloaded when the files change (see ``CertificateReloader``).
+``cert_dir`` and is reloaded when the files change (see ``CertificateReloader``). With
+``client_auth`` (``koordkube.clientauth``; off by default) a caller must present the
+kube-apiserver's client certificate or a bearer token; /healthz stays open. With
+``rate_limiter`` (``koordkube.ratelimit``), checked before that, a client past its rate or
+the server's gets 429 with Retry-After.
 
     server = WebhookServer("0.0.0.0", 9443, "/certs", provider, "koordinator-system",
                            "slo-controller-config")
@@ -23,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import ssl
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +37,8 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from koordkube.clientauth import ClientAuth, ClientAuthenticator
+from koordkube.ratelimit import RateLimiter, rate_limit_middleware
 from koordkube.tlsreload import CertificateReloader
 from manager.webhooks import configmap_validating, pod_mutating, pod_validating
 from manager.webhooks.admission import (
@@ -42,6 +51,7 @@ from manager.webhooks.admission import (
     review_response,
     warn_unexpected_kind,
 )
+from manager.webhooks.audit import AdmissionAudit
 from manager.webhooks.profiles import RandIntn
 
 log = logging.getLogger(__name__)
@@ -50,6 +60,7 @@ MUTATE_POD = "/mutate-pod"
 VALIDATE_POD = "/validate-pod"
 VALIDATE_CONFIGMAP = "/validate-configmap"
 HEALTHZ = "/healthz"
+ROUTES = frozenset({MUTATE_POD, VALIDATE_POD, VALIDATE_CONFIGMAP})
 # A review carries object and oldObject, each up to etcd's 1.5 MiB object limit.
 MAX_REVIEW_BYTES = 8 * 1024 * 1024
 
@@ -104,6 +115,9 @@ class WebhookServer:
         slo_validator: configmap_validating.SloValidator | None = None,
         slo_advisor: configmap_validating.SloAdvisor | None = configmap_validating.slo_advice,
         schedulers: Collection[str] = (),
+        audit: AdmissionAudit | None = None,
+        client_auth: ClientAuth | None = None,
+        rate_limiter: RateLimiter | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -115,11 +129,27 @@ class WebhookServer:
         self.slo_validator = slo_validator
         self.slo_advisor = slo_advisor  # admission warnings: what is accepted but not used
         self.schedulers = frozenset(schedulers)  # pod_mutating.mutate_pod's
+        # every decision counted; each that mutates or denies logged and kept for /explain
+        self.audit = audit if audit is not None else AdmissionAudit()
         self.certificates: CertificateReloader | None = None
+        # None: any client that reaches the port is served (the default)
+        self.client_auth = client_auth if client_auth and client_auth.enabled else None
+        self.authenticator = (
+            ClientAuthenticator(self.client_auth, component="koord-manager webhook")
+            if self.client_auth is not None
+            else None
+        )
+        # None: no rate limit (tests; koord-manager always passes one, see koordkube.ratelimit)
+        self.rate_limiter = rate_limiter if rate_limiter and rate_limiter.enabled else None
         self._runner: web.AppRunner | None = None
 
     def application(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_REVIEW_BYTES)
+        middlewares = []
+        if self.rate_limiter is not None:  # first: a refused request costs no authentication
+            middlewares.append(rate_limit_middleware(self.rate_limiter, label=_route_label))
+        if self.authenticator is not None:
+            middlewares.append(self.authenticator.middleware)
+        app = web.Application(client_max_size=MAX_REVIEW_BYTES, middlewares=middlewares)
         app.router.add_post(MUTATE_POD, self._mutate_pod)
         app.router.add_post(VALIDATE_POD, self._validate_pod)
         app.router.add_post(VALIDATE_CONFIGMAP, self._validate_configmap)
@@ -128,7 +158,12 @@ class WebhookServer:
 
     async def start(self) -> None:
         """Load the certificate (raises when missing or invalid) and start listening."""
-        self.certificates = CertificateReloader(self.cert_dir)
+        auth = self.client_auth
+        self.certificates = CertificateReloader(
+            self.cert_dir,
+            client_ca_file=auth.ca_file if auth is not None else None,
+            client_verify=auth.verify_mode if auth is not None else ssl.CERT_REQUIRED,
+        )
         runner = web.AppRunner(self.application(), access_log=None)
         await runner.setup()
         try:
@@ -209,9 +244,13 @@ class WebhookServer:
             except Exception:  # a bug must answer (and fail closed), not drop the connection
                 log.exception("fail %s %s on %s", review.operation, key, route)
                 response = denied(f"internal error in koord-manager {route}", 500)
-        if not response.allowed:
-            log.info("deny %s %s on %s: %s", review.operation, key, route, response.message)
+        self.audit.decide(route, review, response, _namespace(review))
         return web.json_response(review_response(review.uid, response))
+
+
+def _route_label(request: web.Request) -> str:
+    """A refused request's metric label: its route, or "other" (a scan's paths are many)."""
+    return request.path if request.path in ROUTES else "other"
 
 
 def _namespace(review: AdmissionRequest) -> str:

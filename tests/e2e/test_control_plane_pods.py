@@ -4,8 +4,9 @@ as the kubelet would run them, against an API server over the network.
 Both run from the koordlet image (the Containerfile installs all the console scripts), so they
 differ from koordlet's pod in what the image must support: non-root (user and group 65532),
 a read-only root filesystem with an emptyDir at /tmp, every capability dropped, no privilege
-escalation, containerd's default seccomp profile, their certificates from a Secret readable
-through the pod's fsGroup, the LoadAware arguments from a ConfigMap, their own network
+escalation, containerd's default seccomp profile, their certificates kept from a Secret into
+an emptyDir by the components themselves (certificates.autoRenew), the LoadAware arguments
+from a ConfigMap, their own network
 namespace (a CNI bridge of the test's own: harness/podnet.py) and the in-cluster service
 account. The API server is koordkube's FakeKubeAPI behind HTTPS on the bridge's address
 (harness/apiserver.py), holding what ``helm install`` would create; it answers only the token
@@ -54,7 +55,16 @@ from tests.unit.charts import helm
 
 NAMESPACE = "koordinator-system"
 # Kinds ``helm install`` would create that the fake serves (the rest: RBAC, Services, ...).
-SERVED = ("ConfigMap", "PriorityClass", "ClusterColocationProfile")
+# The certificate Secrets and the webhook configurations: koord-manager and koord-scheduler
+# keep their serving certificates from those Secrets (certificates.autoRenew) into emptyDirs.
+SERVED = (
+    "ConfigMap",
+    "PriorityClass",
+    "ClusterColocationProfile",
+    "Secret",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+)
 # koord-descheduler reads the workloads' expected replicas from these
 APPS = (
     Kind("apps", "v1", "ReplicaSet", "replicasets", True, status=True),
@@ -292,6 +302,9 @@ def test_chart_manager_runs_from_the_image_with_its_service_account_and_webhook(
     assert answer["response"]["uid"] == review["request"]["uid"]
     assert answer["response"]["allowed"] is False
     assert "colocation-config" in answer["response"]["status"]["message"]
+    # the pair it served came from the Secret, by its service account (certificates.autoRenew)
+    secret = f"/namespaces/{NAMESPACE}/secrets/koordinator-webhook-certs$"
+    assert api.call(fake.calls, "get", secret)
 
 
 def test_chart_scheduler_runs_from_the_image_and_filters_over_https(cluster: Cluster) -> None:
@@ -313,6 +326,7 @@ def test_chart_scheduler_runs_from_the_image_and_filters_over_https(cluster: Clu
     reply = https_post(address, port, path, request, context=trust, server_name=server_name)
     assert reply["NodeNames"] == ["node-cold"], reply
     assert reply["FailedNodes"] == {"node-hot": "node(s) cpu usage exceed threshold"}
+    assert api.call(fake.calls, "get", f"/namespaces/{NAMESPACE}/secrets/koord-scheduler-certs$")
 
 
 def ready_node(name: str) -> dict[str, Any]:

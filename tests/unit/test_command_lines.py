@@ -98,6 +98,20 @@ OLD_MANAGER: OldFlags = {
     "--sync-period": ("0", None),
     "--feature-gates": ("", None),
     "--schedulers": ("", None),  # ours
+    # ours: the webhooks' rate limit (koordkube.ratelimit)
+    "--webhook-rate-limit-qps": ("2000", None),
+    "--webhook-rate-limit-burst": ("4000", None),
+    "--webhook-rate-limit-per-client-qps": ("1000", None),
+    "--webhook-rate-limit-per-client-burst": ("2000", None),
+    # ours: who may call the webhooks (koordkube.clientauth)
+    "--webhook-client-ca-file": (None, None),
+    "--webhook-client-allowed-names": ("", None),
+    "--webhook-client-token-file": (None, None),
+    # ours: the serving certificate kept by koord-manager (koordkube.certkeeper)
+    "--webhook-cert-secret": ("", None),
+    "--webhook-service-name": ("koordinator-webhook-service", None),
+    "--mutating-webhook-configuration": ("koordinator-mutating-webhook-configuration", None),
+    "--validating-webhook-configuration": ("koordinator-validating-webhook-configuration", None),
 }
 
 
@@ -109,6 +123,18 @@ OLD_SCHEDULER: OldFlags = {
     "--metrics-addr": (":8081", None),
     "--load-aware-config": (None, None),
     "--log-level": ("info", ["debug", "info", "warning", "error"]),
+    # ours: the extender's rate limit (koordkube.ratelimit)
+    "--rate-limit-qps": ("2000", None),
+    "--rate-limit-burst": ("4000", None),
+    "--rate-limit-per-client-qps": ("1000", None),
+    "--rate-limit-per-client-burst": ("2000", None),
+    # ours: who may call the extender (koordkube.clientauth)
+    "--client-ca-file": (None, None),
+    "--client-allowed-names": ("", None),
+    "--client-token-file": (None, None),
+    # ours: the serving certificate kept by koord-scheduler (koordkube.certkeeper)
+    "--cert-secret": ("", None),
+    "--cert-service": ("koord-scheduler-service", None),
 }
 
 

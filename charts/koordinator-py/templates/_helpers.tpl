@@ -187,7 +187,7 @@ CA) get the same pair.
 {{- $dnsNames := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .certificates.clusterDomain) -}}
 {{- $ca := genCA (printf "%s-ca" $svc) $days -}}
 {{- $cert := genSignedCert (printf "%s.%s.svc" $svc $ns) nil $dnsNames $days $ca -}}
-{{- $_ := set $root .cacheKey (dict "ca" $ca.Cert "crt" $cert.Cert "key" $cert.Key) -}}
+{{- $_ := set $root .cacheKey (dict "ca" $ca.Cert "caKey" $ca.Key "crt" $cert.Cert "key" $cert.Key) -}}
 {{- end -}}
 {{- toYaml (get $root .cacheKey) -}}
 {{- end -}}
@@ -205,8 +205,32 @@ base64 taken as is.
 {{- end -}}
 {{- end -}}
 
-{{/* manager: the generated CA and serving certificate of the webhook Service. */}}
+{{/*
+A Secret of the release as the cluster has it (Helm's lookup; nothing under helm template), as
+YAML {ca, caKey, crt, key} (PEM), from a list (root, name): empty unless it holds a CA with its
+key (ca-cert.pem, ca-key.pem, as koord-manager writes them) and a pair (tls.crt, tls.key).
+*/}}
+{{- define "koordinator-py.keptTLS" -}}
+{{- $root := index . 0 -}}
+{{- $secret := lookup "v1" "Secret" $root.Release.Namespace (index . 1) | default dict -}}
+{{- $data := get $secret "data" | default dict -}}
+{{- if and (get $data "ca-cert.pem") (get $data "ca-key.pem") (get $data "tls.crt") (get $data "tls.key") -}}
+{{- toYaml (dict "ca" (get $data "ca-cert.pem" | b64dec) "caKey" (get $data "ca-key.pem" | b64dec) "crt" (get $data "tls.crt" | b64dec) "key" (get $data "tls.key" | b64dec)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+manager: the generated CA and serving certificate of the webhook Service. With autoRenew, the
+Secret as the cluster has it (which koord-manager may have renewed) is kept on upgrades while it
+holds a CA with its key and a pair.
+*/}}
 {{- define "koordinator-py.manager.generatedTLS" -}}
+{{- if and .Values.manager.webhook.certificates.autoRenew (not (hasKey . "koordinatorPyManagerTLS")) -}}
+{{- $kept := include "koordinator-py.keptTLS" (list . (include "koordinator-py.manager.certSecretName" .)) | fromYaml -}}
+{{- if $kept -}}
+{{- $_ := set . "koordinatorPyManagerTLS" $kept -}}
+{{- end -}}
+{{- end -}}
 {{- include "koordinator-py.generatedTLS" (dict "root" . "cacheKey" "koordinatorPyManagerTLS" "service" (include "koordinator-py.manager.webhookServiceName" .) "certificates" .Values.manager.webhook.certificates) -}}
 {{- end -}}
 
@@ -355,8 +379,9 @@ generated.
 {{- $kept := lookup "v1" "Secret" .Release.Namespace (include "koordinator-py.scheduler.certSecretName" .) | default dict -}}
 {{- $data := get $kept "data" | default dict -}}
 {{- $names := dig "metadata" "annotations" "koordinator-py.io/dns-names" "" $kept -}}
-{{- if and (eq $names (include "koordinator-py.scheduler.dnsNames" .)) (get $data "ca.crt") (get $data "tls.crt") (get $data "tls.key") -}}
-{{- $_ := set . "koordinatorPySchedulerTLS" (dict "ca" (get $data "ca.crt" | b64dec) "crt" (get $data "tls.crt" | b64dec) "key" (get $data "tls.key" | b64dec)) -}}
+{{- $withKey := or (not .Values.scheduler.certificates.autoRenew) (get $data "ca-key.pem") -}}
+{{- if and (eq $names (include "koordinator-py.scheduler.dnsNames" .)) (get $data "ca.crt") (get $data "tls.crt") (get $data "tls.key") $withKey -}}
+{{- $_ := set . "koordinatorPySchedulerTLS" (dict "ca" (get $data "ca.crt" | b64dec) "caKey" (get $data "ca-key.pem" | default "" | b64dec) "crt" (get $data "tls.crt" | b64dec) "key" (get $data "tls.key" | b64dec)) -}}
 {{- end -}}
 {{- end -}}
 {{- include "koordinator-py.generatedTLS" (dict "root" . "cacheKey" "koordinatorPySchedulerTLS" "service" (include "koordinator-py.scheduler.serviceName" .) "certificates" .Values.scheduler.certificates) -}}
@@ -405,6 +430,11 @@ ConfigMap to merge, and the chart's own kube-scheduler), as a one-item YAML list
   tlsConfig:
     serverName: {{ $serverName | quote }}
     caData: {{ include "koordinator-py.scheduler.caData" . }}
+    {{- with include "koordinator-py.scheduler.clientCertDir" . }}
+    # kube-scheduler's client certificate: koord-scheduler asks for one (scheduler.clientAuth).
+    certFile: {{ printf "%s/tls.crt" . | quote }}
+    keyFile: {{ printf "%s/tls.key" . | quote }}
+    {{- end }}
   {{- if ne (toString $e.allPods) "true" }}
   # Only pods that request batch resources reach the extender; kube-scheduler still
   # fits those resources itself (ignoredByScheduler: false).

@@ -179,7 +179,11 @@ SCENARIOS: Mapping[str, Mapping[str, Any]] = {
                 "configMap": {"failurePolicy": "Ignore"},
                 "excludedNamespaces": ["kube-system", "monitoring"],
                 "annotations": {"example.com/owner": "sre"},
-                "certificates": {"validityDays": 365, "clusterDomain": "example.internal"},
+                "certificates": {
+                    "validityDays": 365,
+                    "clusterDomain": "example.internal",
+                    "autoRenew": False,  # the chart's pair, mounted and never renewed
+                },
             },
             "resources": CUSTOM_RESOURCES,
             "priorityClassName": "system-cluster-critical",
@@ -198,7 +202,11 @@ SCENARIOS: Mapping[str, Mapping[str, Any]] = {
             "extraArgs": ["--kubeconfig=/etc/kube/config"],
             "extraEnv": [{"name": "PYTHONFAULTHANDLER", "value": "1"}],
             "metrics": {"port": 9091},
-            "certificates": {"validityDays": 365, "clusterDomain": "example.internal"},
+            "certificates": {
+                "validityDays": 365,
+                "clusterDomain": "example.internal",
+                "autoRenew": False,
+            },
             "loadAware": {
                 "usageThresholds": {"cpu": 70, "memory": None},
                 "filterExpiredNodeMetrics": False,

@@ -53,6 +53,7 @@ NAMESPACE = "koordinator-system"  # helm.Render's default
 MANAGER = "koord-manager"
 WEBHOOK_SERVICE = "koordinator-webhook-service"
 WEBHOOK_CERTS = "koordinator-webhook-certs"
+KINDS_WITH_CA_BUNDLE = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 MANAGER_ROLE = "koord-manager-role"
 CONFIG_ROLE = "koord-manager-config-role"
 LEASE_ROLE = "koord-leader-election-role"
@@ -85,10 +86,29 @@ MANAGER_CLUSTER_RULES = [
         "resources": ["clustercolocationprofiles"],
         "verbs": ["get", "list", "watch"],
     },
+    # certificates.autoRenew (the default): the caBundle of its own configurations, by name
+    {
+        "apiGroups": ["admissionregistration.k8s.io"],
+        "resources": ["mutatingwebhookconfigurations"],
+        "resourceNames": ["koordinator-mutating-webhook-configuration"],
+        "verbs": ["get", "update"],
+    },
+    {
+        "apiGroups": ["admissionregistration.k8s.io"],
+        "resources": ["validatingwebhookconfigurations"],
+        "resourceNames": ["koordinator-validating-webhook-configuration"],
+        "verbs": ["get", "update"],
+    },
 ]
 MANAGER_CONFIG_RULES = [
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    {
+        "apiGroups": [""],
+        "resources": ["secrets"],
+        "resourceNames": ["koordinator-webhook-certs"],
+        "verbs": ["get", "update"],
+    },
 ]
 MANAGER_LEASE_RULES = [
     {
@@ -160,6 +180,15 @@ def manager_options(release: helm.Release) -> ManagerOptions:
     return options_from_args(parse_manager_args(manager_container(release)["args"]))
 
 
+def certificate_secret(release: helm.Release) -> str:
+    """The Secret koord-manager keeps (--webhook-cert-secret), else the one it mounts."""
+    kept = manager_options(release).webhook_cert_secret
+    if kept:
+        return kept
+    (volume,) = [v for v in pod_spec(release)["volumes"] if "secret" in v]
+    return str(volume["secret"]["secretName"])
+
+
 def container_port(release: helm.Release, name: str) -> int:
     (port,) = [p for p in manager_container(release)["ports"] if p["name"] == name]
     return int(port["containerPort"])
@@ -217,18 +246,27 @@ def test_the_certificate_secret_is_mounted_at_the_webhook_cert_dir(
 ) -> None:
     release = release_of(outcomes, scenario)
     certificates = effective(SCENARIOS[scenario])["manager"]["webhook"]["certificates"]
+    renew = certificates["autoRenew"] and not certificates["existingSecret"]
     pod = pod_spec(release)
-    cert_dir = PurePosixPath(manager_options(release).webhook_cert_dir)
-    (volume,) = [v for v in pod["volumes"] if "secret" in v]
+    options = manager_options(release)
+    cert_dir = PurePosixPath(options.webhook_cert_dir)
     (mount,) = [
-        m for m in manager_container(release)["volumeMounts"] if m["name"] == volume["name"]
+        m
+        for m in manager_container(release)["volumeMounts"]
+        if PurePosixPath(m["mountPath"]) == cert_dir
     ]
-    assert PurePosixPath(mount["mountPath"]) == cert_dir
-    assert mount["readOnly"] is True
-    # The files are group-readable by fsGroup, which the non-root user is in.
-    assert volume["secret"]["defaultMode"] == 0o440
-    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
-    secret_name = volume["secret"]["secretName"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    if renew:  # koord-manager writes the pair there itself, from the Secret
+        assert volume["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Mi"}
+        assert mount["readOnly"] is False
+        secret_name = options.webhook_cert_secret
+    else:
+        assert options.webhook_cert_secret == ""
+        assert mount["readOnly"] is True
+        # The files are group-readable by fsGroup, which the non-root user is in.
+        assert volume["secret"]["defaultMode"] == 0o440
+        assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
+        secret_name = volume["secret"]["secretName"]
     if certificates["existingSecret"]:
         assert secret_name == certificates["existingSecret"]
         assert not manager_objects(release, "Secret")
@@ -236,6 +274,21 @@ def test_the_certificate_secret_is_mounted_at_the_webhook_cert_dir(
         secret = release.find("Secret", secret_name)
         assert secret["type"] == "kubernetes.io/tls"
         assert {"tls.crt", "tls.key"} <= set(secret["data"])
+        # with autoRenew the CA's key too, under Koordinator's names, matching the CA
+        assert ("ca-key.pem" in secret["data"]) is renew
+        if renew:
+            ca = load_pem(secret["data"]["ca-cert.pem"])
+            ca_key = serialization.load_pem_private_key(
+                base64.b64decode(secret["data"]["ca-key.pem"]), None
+            )
+            assert ca_key.public_key() == ca.public_key()
+            hooks = webhooks(release)
+            (service,) = {h["clientConfig"]["service"]["name"] for h in hooks.values()}
+            assert options.webhook_service_name == service
+            assert {
+                options.mutating_webhook_configuration,
+                options.validating_webhook_configuration,
+            } == {release.find(kind)["metadata"]["name"] for kind in KINDS_WITH_CA_BUNDLE}
 
 
 def test_manager_pod_is_non_root_read_only_probed_and_spread(default: helm.Release) -> None:
@@ -342,7 +395,7 @@ def test_webhook_configurations_call_the_managers_paths(default: helm.Release) -
         assert hook["sideEffects"] == "None"
         assert hook["admissionReviewVersions"] == ["v1"]
         assert hook["matchPolicy"] == "Equivalent"
-        assert hook["timeoutSeconds"] == 30
+        assert hook["timeoutSeconds"] == 10  # the API server's default (values.yaml says why)
     rules = {name: hook["rules"] for name, hook in hooks.items()}
     pods = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"}
     configmaps = pods | {"resources": ["configmaps"]}
@@ -426,8 +479,7 @@ def test_generated_ca_signed_a_serving_certificate_for_the_service(
     constraints = ca.extensions.get_extension_for_class(x509.BasicConstraints).value
     assert constraints.ca is True
     (service,) = {h["clientConfig"]["service"]["name"] for h in hooks.values()}
-    (volume,) = [v for v in pod_spec(release)["volumes"] if "secret" in v]
-    secret = release.find("Secret", volume["secret"]["secretName"])
+    secret = release.find("Secret", certificate_secret(release))
     assert secret["data"]["ca.crt"] == bundle
     cert = load_pem(secret["data"]["tls.crt"])
     cert.verify_directly_issued_by(ca)  # raises unless the CA signed it
@@ -729,9 +781,26 @@ def permission(request: RecordedRequest) -> tuple[str | None, str, str, str]:
     return namespace, group, "/".join([rest[0], *rest[2:3]]), request.verb
 
 
+def object_name(request: RecordedRequest) -> str | None:
+    """The object a request names (None for a list, a watch or a create)."""
+    parts = request.path.split("?")[0].strip("/").split("/")
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if rest[0] == "namespaces" and len(rest) > 2:
+        rest = rest[2:]
+    return rest[1] if len(rest) > 1 and request.verb not in ("list", "watch", "create") else None
+
+
 def allows(
-    release: helm.Release, namespace: str | None, group: str, resource: str, verb: str
+    release: helm.Release,
+    namespace: str | None,
+    group: str,
+    resource: str,
+    verb: str,
+    *,
+    name: str | None = None,
 ) -> bool:
+    """Whether a rule of the release grants the call; a rule with resourceNames only for
+    requests naming one of them."""
     granted: list[tuple[str | None, dict[str, Any]]] = [
         (None, rule) for rule in rules_of(release, "ClusterRole", MANAGER_ROLE)
     ]
@@ -745,6 +814,7 @@ def allows(
         and group in rule["apiGroups"]
         and resource in rule["resources"]
         and verb in rule["verbs"]
+        and ("resourceNames" not in rule or name in rule["resourceNames"])
         for where, rule in granted
     )
 
@@ -810,24 +880,35 @@ def admission_review(obj: dict[str, Any]) -> dict[str, Any]:
 def test_the_manager_runs_with_the_charts_arguments_certificate_and_rbac(
     default: helm.Release, tmp_path: Path
 ) -> None:
-    """koord-manager as the chart runs it, on the in-process fake API server: it serves its
-    webhooks with the chart's certificate to a client that checks it as the API server does
-    (caBundle, <service>.<namespace>.svc), accepts the chart's slo-controller-config, answers
-    the probes, and every API call it makes is one the chart's RBAC allows."""
+    """koord-manager as the chart runs it, on the in-process fake API server: it keeps its
+    serving certificate from the chart's Secret (certificates.autoRenew: the pair is issued
+    from the chart's CA into the Secret and the emptyDir, a missing caBundle is set), serves
+    its webhooks with it to a client that checks it as the API server does (caBundle,
+    <service>.<namespace>.svc), accepts the chart's slo-controller-config, answers the probes,
+    and every API call it makes is one the chart's RBAC allows, resourceNames included."""
     secret = default.find("Secret", WEBHOOK_CERTS)
-    for key in ("tls.crt", "tls.key"):
-        (tmp_path / key).write_bytes(base64.b64decode(secret["data"][key]))
     ca_pem = base64.b64decode(
         webhooks(default)["vconfigmap.koordinator.sh"]["clientConfig"]["caBundle"]
     )
+    assert base64.b64decode(secret["data"]["ca-cert.pem"]) == ca_pem
     options = manager_options(default)
+    assert options.webhook_cert_secret == WEBHOOK_CERTS
     metrics_port = free_port()
+    cert_dir = tmp_path / "emptydir"  # the pod's empty volume: koord-manager fills it
     options = dataclasses.replace(
-        options, webhook_port=0, webhook_cert_dir=tmp_path, metrics_addr=f"127.0.0.1:{metrics_port}"
+        options, webhook_port=0, webhook_cert_dir=cert_dir, metrics_addr=f"127.0.0.1:{metrics_port}"
     )
     config_map = default.find("ConfigMap", options.slo_config_name)
     api = FakeKubeAPI()
     seed_cluster(api, config_map)
+    # What helm install created, but with no pair in the Secret and no caBundle on the
+    # mutating webhook (as if someone emptied them): the manager must write both.
+    without_pair = copy.deepcopy(secret)
+    without_pair["data"] = {k: v for k, v in secret["data"].items() if k.startswith("ca")}
+    mutating = copy.deepcopy(default.find("MutatingWebhookConfiguration"))
+    for hook in mutating["webhooks"]:
+        del hook["clientConfig"]["caBundle"]
+    api.seed(without_pair, mutating, default.find("ValidatingWebhookConfiguration"))
     host = f"{WEBHOOK_SERVICE}.{NAMESPACE}.svc"
 
     async def until(check: Any, timeout: float = 10.0) -> None:
@@ -872,13 +953,27 @@ def test_the_manager_runs_with_the_charts_arguments_certificate_and_rbac(
             await asyncio.gather(task, return_exceptions=True)
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+    kept = api.get("Secret", WEBHOOK_CERTS, NAMESPACE)
+    assert kept is not None
+    issued = base64.b64decode(kept["data"]["tls.crt"])
+    assert (cert_dir / "tls.crt").read_bytes() == issued
+    assert base64.b64decode(kept["data"]["ca-cert.pem"]) == ca_pem  # the chart's CA kept
+    stored = api.get("MutatingWebhookConfiguration", mutating["metadata"]["name"])
+    assert stored is not None
+    assert {base64.b64decode(h["clientConfig"]["caBundle"]) for h in stored["webhooks"]} == {ca_pem}
+    refused = [
+        f"{r.verb} {r.path}"
+        for r in api.requests
+        if not allows(default, *permission(r), name=object_name(r))
+    ]
+    assert not refused, f"the chart's RBAC refuses {refused}"
     made = {permission(r) for r in api.requests}
+    assert (NAMESPACE, "", "secrets", "update") in made
+    assert (None, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "update") in made
     assert (NAMESPACE, "coordination.k8s.io", "leases", "create") in made
     assert (None, "", "nodes/status", "patch") in made
     assert (NAMESPACE, "", "events", "create") in made
     assert (None, "slo.koordinator.sh", "nodeslos", "delete") in made
-    refused = sorted((str(ns), g, r, v) for ns, g, r, v in made if not allows(default, ns, g, r, v))
-    assert not refused, f"the chart's RBAC refuses {refused}"
 
 
 NO_WEBHOOKS = {"manager": {"webhook": {"enabled": False}}}

@@ -72,6 +72,8 @@ OUR_NAMES = {
     ("PrometheusRule", "koordlet-rules"),  # ours
     ("Service", "koord-scheduler-service"),
     ("Secret", "koord-scheduler-certs"),
+    ("Role", "koord-scheduler-certs-role"),
+    ("RoleBinding", "koord-scheduler-certs-rolebinding"),
     ("ConfigMap", "koord-scheduler-loadaware-config"),
     ("ConfigMap", "koord-scheduler-extender-config"),
     ("Deployment", "koord-kube-scheduler"),
@@ -247,6 +249,17 @@ def dangling(release: helm.Release, values: Mapping[str, Any]) -> list[str]:
                     need(where, "Secret", namespace, volume["secret"]["secretName"])
                 if "configMap" in volume:
                     need(where, "ConfigMap", namespace, volume["configMap"]["name"])
+            for arg in (a for c in pod["containers"] for a in c.get("args", [])):
+                # the Secrets the components keep their certificates in, read through the API
+                flag, _, value = arg.partition("=")
+                if flag == "--webhook-cert-secret":
+                    need(where, "Secret", namespace, value)
+                if flag == "--cert-secret":
+                    secret_namespace, _, name = value.partition("/")
+                    need(where, "Secret", secret_namespace, name)
+                if flag.endswith("-webhook-configuration"):
+                    hooks = "Mutating" if flag.startswith("--mutating") else "Validating"
+                    need(where, f"{hooks}WebhookConfiguration", "", value)
         if kind.endswith("WebhookConfiguration"):
             for hook in obj["webhooks"]:
                 service = hook["clientConfig"]["service"]
@@ -326,6 +339,8 @@ def test_a_dangling_reference_is_found(outcomes: dict[str, Outcome]) -> None:
         ("Service", "koord-scheduler-service"),
         ("ServiceAccount", "koordlet"),
         ("Secret", "koord-scheduler-certs"),
+        ("Secret", "koordinator-webhook-certs"),
+        ("ValidatingWebhookConfiguration", "koordinator-validating-webhook-configuration"),
         ("ConfigMap", "koord-scheduler-config"),
         ("ClusterRole", "koord-manager-role"),
         ("ConfigMap", "koord-descheduler-config"),

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import datetime
 import io
 import ssl
@@ -30,6 +31,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from koordapi import keys
+from koordkube.testing import FakeKubeAPI
 from scheduler import cli as scheduler_cli
 from scheduler.loadaware import LoadAwareArgs
 from tests.unit.charts import helm
@@ -187,6 +189,17 @@ def mounted_secret(release: helm.Release) -> tuple[dict[str, Any], dict[str, Any
     return volume, mount
 
 
+def certificate_secret(release: helm.Release) -> str:
+    """The Secret koord-scheduler keeps its pair in (--cert-secret), else the one it mounts."""
+    kept = scheduler_args(release).cert_secret
+    if kept:
+        namespace, _, name = kept.partition("/")
+        assert namespace == NAMESPACE
+        return str(name)
+    volume, _ = mounted_secret(release)
+    return str(volume["secret"]["secretName"])
+
+
 # -- Helm's verdict ----------------------------------------------------------------------------
 
 
@@ -231,14 +244,28 @@ def test_the_certificate_secret_is_mounted_at_the_cert_dir(
 ) -> None:
     release = release_of(outcomes, scenario)
     certificates = effective(SCENARIOS[scenario])["scheduler"]["certificates"]
+    renew = certificates["autoRenew"] and not certificates["existingSecret"]
     pod = pod_spec(release)
-    volume, mount = mounted_secret(release)
-    assert PurePosixPath(mount["mountPath"]) == PurePosixPath(str(scheduler_args(release).cert_dir))
-    assert mount["readOnly"] is True
-    # The files are group-readable by fsGroup, which the non-root user is in.
-    assert volume["secret"]["defaultMode"] == 0o440
-    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
-    secret_name = volume["secret"]["secretName"]
+    args = scheduler_args(release)
+    cert_dir = PurePosixPath(str(args.cert_dir))
+    (mount,) = [
+        m
+        for m in scheduler_container(release)["volumeMounts"]
+        if PurePosixPath(m["mountPath"]) == cert_dir
+    ]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    if renew:  # koord-scheduler issues the pair there itself, from the Secret's CA
+        assert volume["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Mi"}
+        assert mount["readOnly"] is False
+        services = {svc["metadata"]["name"] for svc in scheduler_objects(release, "Service")}
+        assert args.cert_service in services
+    else:
+        assert args.cert_secret == ""
+        assert mount["readOnly"] is True
+        # The files are group-readable by fsGroup, which the non-root user is in.
+        assert volume["secret"]["defaultMode"] == 0o440
+        assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
+    secret_name = certificate_secret(release)
     if certificates["existingSecret"]:
         assert secret_name == certificates["existingSecret"]
         assert not scheduler_objects(release, "Secret")
@@ -246,6 +273,14 @@ def test_the_certificate_secret_is_mounted_at_the_cert_dir(
         secret = release.find("Secret", secret_name)
         assert secret["type"] == "kubernetes.io/tls"
         assert {"tls.crt", "tls.key"} <= set(secret["data"])
+        # with autoRenew the CA's key too, under Koordinator's names, matching the CA
+        assert ("ca-key.pem" in secret["data"]) is renew
+        if renew:
+            ca = load_pem(secret["data"]["ca-cert.pem"])
+            ca_key = serialization.load_pem_private_key(
+                base64.b64decode(secret["data"]["ca-key.pem"]), None
+            )
+            assert ca_key.public_key() == ca.public_key()
 
 
 @pytest.mark.parametrize("scenario", WITH_SCHEDULER)
@@ -413,8 +448,22 @@ def test_rbac_is_exactly_what_the_scheduler_reads_and_writes(default: helm.Relea
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": SCHEDULER, "namespace": NAMESPACE}
     ]
-    # Nothing namespaced: no Role, no leader-election Lease.
-    assert not scheduler_objects(default, "Role") and not scheduler_objects(default, "RoleBinding")
+    # Namespaced: only its certificate Secret (autoRenew), by name; no leader-election Lease.
+    (role,) = scheduler_objects(default, "Role")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": [certificate_secret(default)],
+            "verbs": ["get", "update"],
+        }
+    ]
+    (binding,) = scheduler_objects(default, "RoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": SCHEDULER, "namespace": NAMESPACE}
+    ]
 
 
 def test_bring_your_own_account_runs_the_scheduler(outcomes: dict[str, Outcome]) -> None:
@@ -500,8 +549,7 @@ def test_ca_data_is_the_ca_that_signed_the_serving_certificate(
     extender = extender_of_any(release)
     ca = x509.load_pem_x509_certificate(ca_pem(extender))
     assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
-    volume, _ = mounted_secret(release)
-    secret = release.find("Secret", volume["secret"]["secretName"])
+    secret = release.find("Secret", certificate_secret(release))
     assert base64.b64decode(secret["data"]["ca.crt"]) == ca_pem(extender)
     cert = load_pem(secret["data"]["tls.crt"])
     cert.verify_directly_issued_by(ca)  # raises unless the CA signed it
@@ -564,8 +612,7 @@ def test_kube_scheduler_would_trust_the_extenders_certificate(
     """A client set up from the extender's tlsConfig (caData, serverName), as kube-scheduler
     sets up its transport, completes a TLS handshake with a server that has the Secret's
     tls.crt and tls.key; under another name it refuses the certificate."""
-    volume, _ = mounted_secret(default)
-    secret = default.find("Secret", volume["secret"]["secretName"])
+    secret = default.find("Secret", certificate_secret(default))
     for name in ("tls.crt", "tls.key"):
         (tmp_path / name).write_bytes(base64.b64decode(secret["data"][name]))
     server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -812,3 +859,43 @@ def test_rbac_allows_every_call_the_extender_makes(
     assert ("scheduling.koordinator.sh", "devices", "watch") in made
     for verb, path in calls:
         assert permission(verb, path) in allowed, f"{verb} {path} is not allowed"
+
+
+def test_the_extender_keeps_its_certificate_with_the_charts_secret_and_role(
+    default: helm.Release, tmp_path: Path
+) -> None:
+    """koord-scheduler's --cert-secret as the chart passes it, on the fake API server holding
+    the chart's Secret emptied of its pair: it issues a pair from the chart's CA into the
+    Secret and --cert-dir, kube-scheduler's tlsConfig (caData, serverName) accepts it, and each
+    call is one the chart's Role grants, by name."""
+    options = scheduler_cli.options_from_args(scheduler_args(default))
+    options = dataclasses.replace(options, cert_dir=tmp_path)
+    name = certificate_secret(default)
+    secret = default.find("Secret", name)
+    emptied = {**secret, "data": {k: v for k, v in secret["data"].items() if k.startswith("ca")}}
+    api = FakeKubeAPI()
+    api.seed(emptied)
+
+    async def scenario() -> None:
+        task = await scheduler_cli.keep_certificate(api.kube_api(), options)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+    kept = api.get("Secret", name, NAMESPACE)
+    assert kept is not None
+    assert base64.b64decode(kept["data"]["tls.crt"]) == (tmp_path / "tls.crt").read_bytes()
+    assert kept["data"]["ca.crt"] == secret["data"]["ca.crt"]  # the CA kube-scheduler holds
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+    extender = extender_of(default)
+    client_context = ssl.create_default_context(cadata=ca_pem(extender).decode())
+    server_name = extender["tlsConfig"]["serverName"]
+    handshake(tls_end(client_context, False, server_name), tls_end(server_context, True))
+    (role,) = scheduler_objects(default, "Role")
+    (rule,) = role["rules"]
+    calls = [(r.verb, r.path) for r in api.requests]
+    assert ("update", f"/api/v1/namespaces/{NAMESPACE}/secrets/{name}") in calls
+    for verb, path in calls:
+        assert path == f"/api/v1/namespaces/{NAMESPACE}/secrets/{name}", path
+        assert verb in rule["verbs"] and rule["resourceNames"] == [name]
