@@ -33,6 +33,7 @@ from scheduler.extender import ExtenderConfig
 from scheduler.loadaware import LoadAwareArgs
 
 if TYPE_CHECKING:
+    from koordkube.certkeeper import CertificateKeeper
     from koordkube.client import KubeApi
     from scheduler.audit import BindAudit
 
@@ -236,9 +237,10 @@ async def serve(args: argparse.Namespace) -> int:
         print(f"koord-scheduler: no Kubernetes credentials: {err}", file=sys.stderr)
         return 2
     background: list[asyncio.Task[None]] = []
+    keeper = None
     if options.cert_secret:
         try:
-            background.append(await keep_certificate(api, options))
+            keeper = await keep_certificate(api, options, background)
         except Exception as err:
             print(f"koord-scheduler: --cert-secret {options.cert_secret}: {err}", file=sys.stderr)
             return 2
@@ -260,11 +262,15 @@ async def serve(args: argparse.Namespace) -> int:
         runner = await serve_probes(
             options.metrics_addr,
             view.synced,
-            lambda: with_client_auth_refusals(
-                with_rate_limited(
-                    requests_exposition(server.requests, server.binder.audit), limiter.refused
+            lambda: with_certificate(
+                with_client_auth_refusals(
+                    with_rate_limited(
+                        requests_exposition(server.requests, server.binder.audit),
+                        limiter.refused,
+                    ),
+                    server.authenticator,
                 ),
-                server.authenticator,
+                keeper,
             ),
             server.binder.audit.routes(),  # GET /explain/pods/{namespace}/{name}
         )
@@ -286,9 +292,11 @@ async def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-async def keep_certificate(api: KubeApi, options: SchedulerOptions) -> asyncio.Task[None]:
-    """--cert-secret's keeper running, once its first pass wrote the files; raises what that
-    pass raised."""
+async def keep_certificate(
+    api: KubeApi, options: SchedulerOptions, background: list[asyncio.Task[None]]
+) -> CertificateKeeper:
+    """--cert-secret's keeper, once its first pass wrote the files (raises what that pass
+    raised), its later passes running as a task added to ``background``."""
     from koordkube.certkeeper import CertificateKeeper, webhook_names  # noqa: PLC0415
 
     namespace, _, name = options.cert_secret.partition("/")
@@ -303,7 +311,29 @@ async def keep_certificate(api: KubeApi, options: SchedulerOptions) -> asyncio.T
         fixed_ca=True,  # kube-scheduler holds the CA in its own configuration
     )
     await keeper.first_sync()
-    return asyncio.create_task(keeper.run(keeper.interval))
+    background.append(asyncio.create_task(keeper.run(keeper.interval)))
+    return keeper
+
+
+def with_certificate(
+    exposition: tuple[bytes, str], keeper: CertificateKeeper | None
+) -> tuple[bytes, str]:
+    """``exposition`` and, with --cert-secret, the serving certificate kept: pairs issued and
+    passes failed (koord_scheduler_certificate_events_total, as koord-manager's
+    koord_manager_webhook_certificate_events_total) and when the pair in use ends."""
+    if keeper is None:
+        return exposition
+    events = "koord_scheduler_certificate_events_total"
+    not_after = "koord_scheduler_certificate_not_after_timestamp_seconds"
+    lines = [
+        f"# TYPE {events} counter",
+        f'{events}{{event="failed"}} {keeper.failures}',
+        f'{events}{{event="issued"}} {keeper.renewals}',
+        f"# TYPE {not_after} gauge",
+        f"{not_after} {keeper.not_after():.0f}",
+    ]
+    body, content_type = exposition
+    return body + ("\n".join(lines) + "\n").encode(), content_type
 
 
 def requests_exposition(

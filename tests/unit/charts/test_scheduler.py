@@ -876,14 +876,23 @@ def test_the_extender_keeps_its_certificate_with_the_charts_secret_and_role(
     api = FakeKubeAPI()
     api.seed(emptied)
 
-    async def scenario() -> None:
-        task = await scheduler_cli.keep_certificate(api.kube_api(), options)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    async def scenario() -> bytes:
+        background: list[asyncio.Task[None]] = []
+        keeper = await scheduler_cli.keep_certificate(api.kube_api(), options, background)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        body, _ = scheduler_cli.with_certificate((b"", "text/plain"), keeper)
+        return body
 
-    asyncio.run(asyncio.wait_for(scenario(), 30))
+    exposition = asyncio.run(asyncio.wait_for(scenario(), 30)).decode()
+    assert 'koord_scheduler_certificate_events_total{event="issued"} 1' in exposition
+    assert 'koord_scheduler_certificate_events_total{event="failed"} 0' in exposition
     kept = api.get("Secret", name, NAMESPACE)
     assert kept is not None
+    issued = x509.load_pem_x509_certificate(base64.b64decode(kept["data"]["tls.crt"]))
+    end = f"{issued.not_valid_after_utc.timestamp():.0f}"
+    assert f"koord_scheduler_certificate_not_after_timestamp_seconds {end}\n" in exposition
     assert base64.b64decode(kept["data"]["tls.crt"]) == (tmp_path / "tls.crt").read_bytes()
     assert kept["data"]["ca.crt"] == secret["data"]["ca.crt"]  # the CA kube-scheduler holds
     server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
