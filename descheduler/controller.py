@@ -28,6 +28,7 @@ from descheduler.metrics import DeschedulerMetrics
 from descheduler.migration.arbitration import Outcome, arbitrate
 from descheduler.migration.args import MigrationControllerArgs
 from descheduler.migration.job import (
+    ANNOTATION_EVICT_POD,
     ANNOTATION_EVICT_REASON,
     ANNOTATION_EVICT_TRIGGER,
     ANNOTATION_PASSED_ARBITRATION,
@@ -39,8 +40,11 @@ from descheduler.migration.job import (
     Phase,
     PodMigrationJob,
 )
+from descheduler.migration.objectlimit import ObjectLimiters
 from descheduler.migration.ttl import should_scavenge, timed_out, timeout_status
+from descheduler.migration.view import PodView, pod_view
 from descheduler.state import DeschedulerState
+from koordapi.errors import ModelError
 from koordkube.client import KubeApi, is_not_found
 from koordkube.eviction import EvictionAPI, EvictionResult
 from koordkube.resources import PodMigrationJob as PodMigrationJobResource
@@ -80,6 +84,14 @@ class TokenBucket:
         return (1 - self.tokens) / self.qps
 
 
+def _view(pod: Object) -> PodView | None:
+    """The pod as the object limiters read it; None (not limited) when it does not parse."""
+    try:
+        return pod_view(pod)
+    except ModelError:
+        return None
+
+
 def _conditions(obj: Object) -> list[dict[str, Any]]:
     conditions = (obj.get("status") or {}).get("conditions") or []
     return [dict(c) for c in conditions if isinstance(c, Mapping)]
@@ -109,6 +121,8 @@ class MigrationController:
         self.requeue_after = requeue_after
         self.evictions = EvictionAPI(api)
         self.bucket = TokenBucket(args.evict_qps, args.evict_burst, time.monotonic)
+        # objectLimiters: how often one workload's (or namespace's) pods may be evicted
+        self.object_limits = ObjectLimiters(args.object_limiters, clock)
         self.queue = WorkQueue()
         state.jobs_informer.add_handler(lambda _event, job: self.queue.add(object_key(job)))
         state.pods.add_handler(self._on_pod)
@@ -304,6 +318,14 @@ class MigrationController:
         assert pod is not None
         if condition is not None and condition.get("reason") == REASON_EVICTING:
             return self.requeue_after  # evicted: waiting for the pod to go
+        view = _view(pod)
+        if view is not None and ANNOTATION_EVICT_POD not in job.annotations:
+            limited = self.object_limits.exceeded(view)  # requeueJobIfObjectLimiterFailed
+            if limited is not None:
+                kind, why = limited
+                self.metrics.object_limited.labels(kind).inc()
+                log.debug("PodMigrationJob %s waits: %s", job.name, why)
+                return self.requeue_after
         wait = self.bucket.take()
         if wait > 0:
             return wait
@@ -322,6 +344,10 @@ class MigrationController:
             await self.events.post(obj, WARNING, REASON_EVICTING, message, ACTION)
             return self.requeue_after
         self.metrics.pods_evicted.labels("success", trigger, ref.namespace, node).inc()
+        if view is not None:
+            self.object_limits.track(
+                view, self.state.expected_replicas, self.args.max_migrating_per_workload
+            )
         reason = job.annotations.get(ANNOTATION_EVICT_REASON, "")
         message = f'Pod "{ref.key}" evicted from node "{node}" by the reason "{reason}"'
         await self._condition(obj, "False", REASON_EVICTING, message)

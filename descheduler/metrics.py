@@ -47,6 +47,13 @@ class DeschedulerMetrics:
             ["phase", "reason"],
             registry=self.registry,
         )
+        self.object_limited = Counter(
+            "koord_descheduler_object_limited",
+            "Times a passed PodMigrationJob waited (3 s) instead of evicting because the "
+            "objectLimiters bucket of its pod's workload or namespace was empty",
+            ["limiter"],
+            registry=self.registry,
+        )
         self.leader = Gauge(
             "koord_descheduler_leader",
             "1 while this replica holds the leader Lease (or runs without election)",

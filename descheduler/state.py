@@ -126,7 +126,19 @@ class DeschedulerState:
         for informer in self.workloads:
             for obj in informer.list():
                 uid = str((obj.get("metadata") or {}).get("uid", ""))
-                replicas = (obj.get("spec") or {}).get("replicas", 1)
-                expected = replicas if isinstance(replicas, int) else 1
-                workloads[uid] = workload_view(expected, by_owner.get(uid, ()))
+                workloads[uid] = workload_view(_expected(obj), by_owner.get(uid, ()))
         return ClusterView.of(views, workloads)
+
+    def expected_replicas(self, uid: str) -> int | None:
+        """The expected replicas of the workload with ``uid``; None when it is not cached."""
+        for informer in self.workloads:
+            for obj in informer.list():
+                if (obj.get("metadata") or {}).get("uid") == uid:
+                    return _expected(obj)
+        return None
+
+
+def _expected(workload: Object) -> int:
+    """A ReplicaSet's or StatefulSet's spec.replicas (1 when unset, as the API defaults it)."""
+    replicas = (workload.get("spec") or {}).get("replicas", 1)
+    return replicas if isinstance(replicas, int) else 1

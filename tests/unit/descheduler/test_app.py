@@ -368,3 +368,35 @@ def test_the_scavenger_deletes_jobs_long_past_their_ttl() -> None:
 
     asyncio.run(asyncio.wait_for(running(app, body), 20))
     assert api.calls("delete", r"/podmigrationjobs/done$")
+
+
+def test_object_limiters_space_out_the_evictions_of_one_workload() -> None:
+    """The default workload limiter (five minutes; maxMigrating from the ladder: 2 of the
+    ReplicaSet's 4 replicas, one eviction per 150 s): of the jobs for web pods that pass
+    arbitration one evicts, the others wait (counted) until the clock moves 150 s on."""
+    api = hot_and_cold()
+    api.seed(job_object("j1", "web-1"), job_object("j2", "web-2"))
+    now = [time.time()]
+    app = make_app(api, parse_config(config_text(interval="1h")), clock=lambda: now[0])
+
+    def succeeded() -> int:
+        return sum(
+            phase(api, j["metadata"]["name"]) == "Succeeded" for j in api.objects("PodMigrationJob")
+        )
+
+    def limited() -> float:
+        return float(app.metrics.object_limited.labels("workload")._value.get())
+
+    def evicted() -> set[str]:
+        return {r.path for r in api.calls("create", r"/eviction$")}
+
+    async def body() -> None:
+        await eventually(lambda: succeeded() == 1, 5)
+        waits = limited()
+        await eventually(lambda: limited() >= waits + 3, 5)  # looked at again, still waiting
+        assert len(evicted()) == 1 and succeeded() == 1
+        now[0] += 151.0
+        await eventually(lambda: succeeded() == 2, 5)
+        assert len(evicted()) == 2
+
+    asyncio.run(asyncio.wait_for(running(app, body), 20))
