@@ -7,7 +7,7 @@ come through here, so a value is written the same way whoever computed it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from pathlib import Path
 
 from koordlet.executor import CgroupWrite, Executor, WriteResult, coresched, procfs
@@ -86,6 +86,13 @@ class Applier:
                 if self.on_core_sched is not None:
                     self.on_core_sched(patch.core_sched.name, ok)
         return container_writes(container.cgroup_dir, patch, kernel)
+
+    def forget_gone(self, live: Set[tuple[str, str]]) -> None:
+        """Drop what was given to containers that are gone: ``live`` holds every known
+        (pod uid, container id). Each reconcile pass calls it, so the map stays as large as the
+        node's containers, whether /metrics is scraped or not."""
+        for key in [key for key in self.oom_scores if key not in live]:
+            del self.oom_scores[key]
 
     def apply_leveled(self, levels: Sequence[Sequence[CgroupWrite]]) -> list[WriteResult]:
         return self.executor.apply_leveled(levels)

@@ -89,7 +89,7 @@ class Sources:
     cache: MetricCache
     allocatable: Callable[[], Mapping[str, int]]
     rules: Callable[[], Rules]
-    oom_scores: dict[tuple[str, str], int]
+    oom_scores: Mapping[tuple[str, str], int]
     psi: Callable[[], list[Sample]] | None = None
     cpi: Callable[[], list[Sample]] | None = None
 
@@ -255,12 +255,10 @@ class KoordinatorSeries:
             "the oom_score_adj value set for the container",
             labels=["node", "pod_name", "pod_namespace", "pod_uid", "container_name"],
         )
-        scores = self.sources.oom_scores
-        for key, value in list(scores.items()):
-            uid, container_id = key
+        # the reconciler forgets gone containers; one that went since its last pass is skipped
+        for (uid, container_id), value in list(self.sources.oom_scores.items()):
             names = self._names(pods, {"pod_uid": uid, "container_id": container_id})
             if names is None:
-                scores.pop(key, None)  # the container is gone: so is what we gave it
                 continue
             family.add_metric([self.node, names[1], names[2], uid, names[4]], float(value))
         return family

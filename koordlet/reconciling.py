@@ -81,8 +81,11 @@ class Reconciler:
         start = time.perf_counter()
         rules = self.rules()
         self.reconcile_kube_qos(rules)
+        live: set[tuple[str, str]] = set()
         for known in self.pods:
             self.reconcile_pod(known, rules)
+            live.update((known.request.uid, container_id) for container_id in known.containers)
+        self.applier.forget_gone(live)
         self.reconcile_net_qos(rules)
         self.passes += 1
         self._observe("allpods", "all", start, "succeeded")

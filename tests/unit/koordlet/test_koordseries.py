@@ -197,7 +197,6 @@ def test_a_pod_koordlet_no_longer_knows_has_no_series() -> None:
     ):
         assert name not in names
     assert "koordlet_container_oom_score_adj" not in names
-    assert world.oom_scores == {}  # what was given to gone containers is forgotten
 
 
 def test_batch_requests_and_limits_come_from_the_extended_resource_spec_rounded_up() -> None:
@@ -266,7 +265,11 @@ def test_oom_score_adj_of_known_containers() -> None:
         "container_name": "web",
     }
     assert world.get("koordlet_container_oom_score_adj", **labels) == 1000
-    assert ("gone", "c") not in world.oom_scores
+    families = world.metrics.registry.collect()
+    samples = [
+        s for f in families if f.name == "koordlet_container_oom_score_adj" for s in f.samples
+    ]
+    assert [s.labels["pod_uid"] for s in samples] == [world.pod.request.uid]  # not ("gone", "c")
 
 
 @pytest.mark.parametrize(

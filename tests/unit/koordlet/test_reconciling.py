@@ -1,0 +1,75 @@
+"""The reconciler's passes over a fake cgroup tree and /proc: per-process values are written
+to the processes a container's cgroup holds, and what was given to a container is forgotten
+once the container is gone (whether /metrics is ever scraped or not)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from koordapi import features, keys
+from koordapi.features import FeatureGates
+from koordlet.applying import Applier
+from koordlet.executor import Executor
+from koordlet.executor.resctrl import Resctrl
+from koordlet.metrics import KoordletMetrics
+from koordlet.reconciling import Reconciler
+from koordlet.states.pods import PodStore
+from runtimehooks import HOOKS
+from runtimehooks.rules import KernelFeatures, NodeState, Rules
+from tests.unit.koordlet.nri.test_hooks import POD_DIR, be_pod, cgroup_tree, container
+
+PIDS = {"c-main": 4242, "c-side": 4243}
+
+
+def node(tmp_path: Path) -> tuple[PodStore, Applier, Reconciler, Path]:
+    """A BE pod with two running containers, one process each, oom_score_adj 0."""
+    root = cgroup_tree(tmp_path / "cgroup")
+    proc = tmp_path / "proc"
+    pod = be_pod()
+    pod.annotations[keys.ANNOTATION_OOM_SCORE_ADJ] = "937"
+    pods = PodStore()
+    pods.put_pod(pod)
+    for name in ("main", "side"):
+        ctr = container(name)
+        pods.put_container(pod, ctr)
+        for sub in ("cpu", "memory"):
+            (root / sub / POD_DIR / ctr.id).mkdir()
+        (root / "cpu" / POD_DIR / ctr.id / "cgroup.procs").write_text(f"{PIDS[ctr.id]}\n")
+        (proc / str(PIDS[ctr.id])).mkdir(parents=True)
+        (proc / str(PIDS[ctr.id]) / "oom_score_adj").write_text("0\n")
+    applier = Applier(Executor(root), Resctrl(tmp_path / "resctrl"), proc_root=proc)
+    rules = Rules(
+        node=NodeState(cpus=frozenset({0, 1})),
+        kernel=KernelFeatures(cpu_idle=True),
+        gates=FeatureGates.parse(f"{features.OOM_SCORE_ADJ}=true"),
+    )
+    reconciler = Reconciler(
+        hooks=HOOKS,
+        rules=lambda: rules,
+        pods=pods,
+        applier=applier,
+        metrics=KoordletMetrics("n1"),
+        interval=10,
+    )
+    return pods, applier, reconciler, proc
+
+
+def test_a_pass_sets_each_process_and_remembers_it_per_container(tmp_path: Path) -> None:
+    _, applier, reconciler, proc = node(tmp_path)
+    reconciler.reconcile_all()
+    for pid in PIDS.values():
+        assert (proc / str(pid) / "oom_score_adj").read_text().strip() == "937"
+    assert applier.oom_scores == {("u1", "c-main"): 937, ("u1", "c-side"): 937}
+
+
+def test_what_was_given_to_a_gone_container_or_pod_is_forgotten_at_the_next_pass(
+    tmp_path: Path,
+) -> None:
+    pods, applier, reconciler, _ = node(tmp_path)
+    reconciler.reconcile_all()
+    pods.remove_container("p1", "c-side")
+    reconciler.reconcile_all()
+    assert applier.oom_scores == {("u1", "c-main"): 937}
+    pods.remove_pod("p1")
+    reconciler.reconcile_all()
+    assert applier.oom_scores == {}
