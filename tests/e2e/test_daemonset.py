@@ -6,7 +6,7 @@ built from the Containerfile (scripts/setup.sh, .cache/images/koordlet.tar). Not
 is adapted for the test but three things this machine lacks: an API server (so koordlet runs
 standalone, on its default NodeSLO), a containerd whose sockets live in the host's /var/run
 (the NRI and containerd hostPath volumes point at the harness's private folder) and shared
-host mounts (``shared_sys``).
+host mounts (``shared_copy``).
 """
 
 from __future__ import annotations
@@ -47,20 +47,33 @@ def metric(port: int, name: str, **labels: str) -> float | None:
     return None
 
 
-def shared_sys(node: Node) -> Path:
-    """/sys bound (with everything mounted below it) into the node's folder and made shared.
+def shared_copy(node: Node, host_path: str) -> Path:
+    """``host_path`` bound (with everything mounted below it) into the node's folder and made
+    shared.
 
-    The chart mounts /sys, /sys/fs/cgroup and tracefs with HostToContainer propagation, which
-    containerd grants only from a shared or slave mount ("is mounted on ... but it is not a
-    shared or slave mount"). On a systemd node every mount is shared; here the host's are
+    The chart mounts /sys, /sys/fs/cgroup, /dev and tracefs with HostToContainer propagation,
+    which containerd grants only from a shared or slave mount ("is mounted on ... but it is not
+    a shared or slave mount"). On a systemd node every mount is shared; here the host's are
     private, and tests must not change them, so the pod gets a shared copy of its own (new
     mount objects: the host's stay private). Containerd's clean-up unmounts it.
     """
-    copy = node.containerd.layout.base / "host" / "sys"
+    copy = node.containerd.layout.base / "host" / host_path.strip("/")
     copy.mkdir(parents=True)
-    for args in (["--rbind", "/sys"], ["--make-rshared"]):
+    for args in (["--rbind", host_path], ["--make-rshared"]):
         subprocess.run(["mount", *args, str(copy)], check=True, capture_output=True)
     return copy
+
+
+def mount_at(pid: int, target: str) -> tuple[set[str], str]:
+    """(optional fields, filesystem type) of the mount at ``target`` in ``pid``'s namespace
+    (the last one there: what is seen); ``(set(), "")`` if nothing is mounted there."""
+    found: tuple[set[str], str] = (set(), "")
+    for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
+        before, _, after = line.partition(" - ")
+        fields = before.split()
+        if fields[4] == target:
+            found = (set(fields[6:]), after.split()[0])
+    return found
 
 
 def koordlet_pod(node: Node, port: int, pod_dir: Path) -> KubeletPod:
@@ -68,7 +81,6 @@ def koordlet_pod(node: Node, port: int, pod_dir: Path) -> KubeletPod:
     release = helm.render(helm.CHART, {"koordlet": {"metrics": {"port": port}}})
     daemonset = release.find("DaemonSet")
     base = node.containerd.layout.base
-    sys_copy = shared_sys(node)
     return run_as_kubelet(
         daemonset["spec"]["template"],
         name=f"{daemonset['metadata']['name']}-{uuid.uuid4().hex[:5]}",
@@ -76,7 +88,8 @@ def koordlet_pod(node: Node, port: int, pod_dir: Path) -> KubeletPod:
         node_name=NODE_NAME,
         pod_dir=pod_dir,
         host_paths={
-            "/sys": sys_copy,
+            "/sys": shared_copy(node, "/sys"),
+            "/dev": shared_copy(node, "/dev"),
             "/var/run/nri": base / "nri",
             "/var/run/containerd": base,  # holds containerd.sock, as /var/run/containerd does
             "/var/lib/koordlet": base / "koordlet-state",
@@ -101,6 +114,10 @@ def test_chart_daemonset_runs_koordlet_from_the_image_and_it_applies_qos(
         node.containerd.wait_for_log(REGISTERED, 1, timeout=60)
     except Exception as err:
         raise AssertionError(f"koordlet did not register; its log:\n{log.read_text()}") from err
+
+    # the host's /dev (a device node a driver makes later shows up), as a slave of the host's
+    propagation, filesystem = mount_at(node.cri.container_pid(first), "/dev")
+    assert filesystem == "devtmpfs" and any(f.startswith("master:") for f in propagation)
 
     # a BE pod created now gets its batch values from koordlet in the container
     be_values = assert_batch_values_applied(node)

@@ -46,6 +46,7 @@ HOST_MOUNTS = {
     "/var/run/nri": "/host-var-run/nri",
     "/var/run/containerd": "/host-var-run/containerd",
     "/var/lib/koordlet": "/var/lib/koordlet",
+    "/dev": "/dev",
 }
 # koordlet.ebpf.enabled: tracefs where bcc looks for it, the kernel headers bcc compiles with.
 EBPF_MOUNTS = {
@@ -217,6 +218,7 @@ def test_koordlet_accepts_the_arguments_and_they_point_into_the_mounts(outcome: 
     assert on_host(config.resctrl_root) == "/sys/fs/resctrl"
     assert on_host(config.nri_socket) == "/var/run/nri/nri.sock"
     assert on_host(config.cri_socket) == "/var/run/containerd/containerd.sock"
+    assert on_host(config.dev_root) == "/dev"  # the host's, with nodes made after the start
     for state in (config.tsdb_path, config.node_metric_file):
         if state is not None:
             assert on_host(state).startswith("/var/lib/koordlet/")
