@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -85,8 +84,14 @@ def test_the_node_metric_report_is_written_in_standalone_mode(
     node: Node, koordlet: KoordletProcess
 ) -> None:
     report = Path(node.containerd.layout.base) / "nodemetric.json"
-    koordlet.wait_until(report.exists, timeout=10, what="NodeMetric report")
-    time.sleep(2.5)  # one more report with samples in it
+
+    def node_cpu() -> bool:  # the first report may come before the first samples
+        with contextlib.suppress(OSError, ValueError, KeyError):  # not there, or half there
+            usage = json.loads(report.read_text())["status"]["nodeMetric"]["nodeUsage"]
+            return "cpu" in usage.get("resources", {})
+        return False
+
+    koordlet.wait_until(node_cpu, timeout=20, what="a NodeMetric report with the node's CPU")
     status = json.loads(report.read_text())["status"]
     assert set(status) >= {"updateTime", "nodeMetric", "podsMetric"}
     assert status["nodeMetric"]["nodeUsage"]["resources"]["cpu"].endswith("m")

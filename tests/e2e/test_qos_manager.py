@@ -15,7 +15,6 @@ import contextlib
 import json
 import math
 import os
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -192,7 +191,15 @@ def test_be_memory_hog_is_evicted_and_the_ls_pod_keeps_running(node: Node) -> No
             )
             == 1
         )
-        time.sleep(6)  # past the cool-down: the stopped pod is not evicted again
+        # six more runs of the strategy (one a second) reach past its 4 s cool-down: the
+        # stopped pod is not evicted again
+        runs = "koordlet_qos_strategy_duration_seconds_count"
+        seen = koordlet.metric(runs, strategy="MemoryEvict")
+        koordlet.wait_until(
+            lambda: koordlet.metric(runs, strategy="MemoryEvict") >= seen + 6,
+            60,
+            "six MemoryEvict runs after the eviction",
+        )
         assert len(evictions()) == 1
         assert state(ls_cid) == RUNNING
         print("\n".join(qos_lines(koordlet)))
