@@ -15,7 +15,9 @@ Every write gets a result: applied, unchanged (the file already had the value), 
 validator refused it; nothing written), gone (the cgroup does not exist), unsupported (the
 file does not exist on this kernel) or failed (the kernel refused it). A leveled batch first
 loosens values top-down (quota and memory protections up, cpusets to the union), then writes
-the exact values bottom-up, so a parent is never tighter than a child during a change.
+the exact values bottom-up, so a parent is never tighter than a child during a change. On
+v1 with swap accounting a memory limit takes ``memory.memsw.limit_in_bytes`` along (see
+``_write_v1_memory_limit``): the kernel refuses a limit above it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pathlib import Path
 
 from koordapi.cpuset import format_cpuset
 from koordlet.cgroupfs.hierarchy import leaves_root, read_file
-from koordlet.cgroupfs.resources import CgroupReader, Resource, lookup
+from koordlet.cgroupfs.resources import V1_UNLIMITED_FLOOR, CgroupReader, Resource, lookup
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,9 @@ class WriteResult:
 
 
 OnResult = Callable[[WriteResult], None]
+
+MEMORY_LIMIT = "memory.limit_in_bytes"
+MEMSW_LIMIT = "memory.memsw.limit_in_bytes"  # v1 with swap accounting: memory + swap
 
 # Resources whose looser value is safe to write first in a leveled batch.
 _LOOSER = {"cpu.cfs_quota_us", "memory.min", "memory.low", "memory.high", "cpuset.cpus"}
@@ -247,7 +252,10 @@ class Executor(CgroupReader):
             self._remember(write.cgroup, write.resource, wanted)
             return WriteResult(write, Status.UNCHANGED)
         try:
-            write_file(path, res.wire_value(value, self.version))
+            if self.version == 1 and write.resource == MEMORY_LIMIT and isinstance(current, int):
+                self._write_v1_memory_limit(path, current, wanted, value)
+            else:
+                write_file(path, res.wire_value(value, self.version))
         except FileNotFoundError:
             return WriteResult(write, Status.GONE, f"{path} disappeared")
         except OSError as err:
@@ -256,3 +264,31 @@ class Executor(CgroupReader):
             return WriteResult(write, Status.FAILED, f"{err.strerror or err} ({path})")
         self._remember(write.cgroup, write.resource, wanted)
         return WriteResult(write, Status.APPLIED)
+
+    @staticmethod
+    def _write_v1_memory_limit(path: str, current: int, wanted: object, value: str) -> None:
+        """A v1 memory limit, with ``memory.memsw.limit_in_bytes`` beside it when that is
+        finite. The kernel refuses a limit above memsw and a memsw below the limit (EINVAL),
+        and runtimes set memsw with the limit (the kubelet's containers get no swap: memsw ==
+        limit): a raise writes memsw first, a cut writes it after, each keeping the swap the
+        runtime allowed (memsw - limit). Without swap accounting there is no memsw file."""
+        memsw_path = path.rsplit("/", 1)[0] + "/" + MEMSW_LIMIT
+        try:
+            memsw = lookup(MEMORY_LIMIT).normalize(read_file(memsw_path))
+        except (OSError, ValueError):
+            memsw = -1  # no swap accounting: nothing to keep in step
+        if not isinstance(memsw, int) or memsw == -1 or current == -1:
+            write_file(path, value)
+            return
+        assert isinstance(wanted, int)
+        paired = -1 if wanted == -1 else wanted + max(0, memsw - current)
+        paired_text = "-1" if paired == -1 or paired >= V1_UNLIMITED_FLOOR else str(paired)
+        if wanted == -1 or wanted > current:
+            write_file(memsw_path, paired_text)
+            write_file(path, value)
+            return
+        write_file(path, value)
+        try:
+            write_file(memsw_path, paired_text)
+        except OSError as err:  # the limit holds; only more swap than before stays allowed
+            log.warning("%s: cannot lower it to %s: %s", memsw_path, paired_text, err)

@@ -7,7 +7,8 @@ BE containers 256 MiB through an unsolicited UpdateContainers right after their 
 container starts with 256 MiB. Once it has started, koordlet counts the conflict in
 ``koordlet_nri_conflicts_total{resource="memory_limit"}``, logs it once with both values, and
 ``koordctl explain`` and ``koordctl doctor`` report it; the shares and quota nobody else touched
-are no conflict.
+are no conflict. Then koordlet's post-start pass puts its 512 MiB back, with the v1
+``memory.memsw.limit_in_bytes`` the runtime lowered beside it.
 
 The detection does not depend on the cgroup version's files beyond what the unit tests cover
 (tests/unit/koordlet/nri/test_conflicts.py), so this runs in the host tier.
@@ -98,5 +99,16 @@ def test_a_second_plugin_overriding_be_memory_limits_is_counted_logged_and_repor
             assert lines[warned].startswith("WARN  nri-conflicts")
             assert "memory_limit 1" in lines[warned]
             assert lines[warned + 1].strip().startswith("fix: ")
+
+            # koordlet's own value comes back, where the kernel lets it: on v1 the runtime
+            # lowered memsw with the limit, so koordlet raises memsw first (still no swap)
+            cgroup = node.container_cgroup(pod_id, cid)
+            koordlet.wait_until(
+                lambda: node.container_values(pod_id, cid).memory_limit == 512 * MiB,
+                20,
+                "koordlet's memory limit back",
+            )
+            assert node.reader.memory_swap_limit(cgroup) in (None, 512 * MiB)
+            assert "Invalid argument" not in koordlet.log_text()
         finally:
             worker.cancel()

@@ -179,6 +179,13 @@ class CgroupReader:
         name = "cpu.max" if self.version == 2 else "cpu.cfs_quota_us"
         self._file("cpu", cgroup, name).write_text(str(quota))
 
+    def memory_swap_limit(self, cgroup: str) -> int | None:
+        """v1's memory.memsw.limit_in_bytes (-1: none); None on v2 or without swap accounting."""
+        if self.version == 2:
+            return None
+        text = self._read("memory", cgroup, "memory.memsw.limit_in_bytes")
+        return None if text is None else parse_memory_limit(text, 1)
+
     def hierarchies(self) -> list[Path]:
         """Every mounted hierarchy root: the v1 controllers plus ``unified``, or the v2 root."""
         if self.version == 2:
