@@ -16,8 +16,11 @@ LowNodeLoad's round (descheduler.lownodeload.balance: with --args, by default hi
 thresholds cpu 65 % / memory 95 %, low 45 % / 60 %, and Koordinator's anomaly condition of 5
 consecutive abnormal rounds), a PodMigrationJob (EvictDirectly) per chosen pod, one
 arbitration round over them (descheduler.migration.arbitration: Koordinator's default limits,
-2 per node), and for each job that passes the eviction and the ReplicaSet's new pod placed
-by the scheduler extender (filter, prioritize, the best score) among the nodes it fits.
+2 per node), and for each job that passes the objectLimiters' check
+(descheduler.migration.objectlimit: by default one eviction per ReplicaSet every five
+minutes; a job held there is dropped, the pod may be chosen again next cycle), the eviction
+and the ReplicaSet's new pod placed by the scheduler extender (filter, prioritize, the best
+score) among the nodes it fits.
 
 Timing covers the descheduler's decisions only: building its view of the nodes and pods
 (node_info, pod_view), balance and arbitrate; not the simulated reports, evictions or the
@@ -47,6 +50,7 @@ from descheduler.lownodeload import balance
 from descheduler.migration.arbitration import arbitrate
 from descheduler.migration.args import MigrationControllerArgs
 from descheduler.migration.job import Mode, PodMigrationJob, new_pod_migration_job
+from descheduler.migration.objectlimit import ObjectLimiters
 from descheduler.migration.view import ClusterView, PodView, pod_view, workload_view
 from scheduler import loadaware
 from scheduler.extender import StaticClusterView, filter, prioritize
@@ -66,6 +70,7 @@ class Sim:
     pods: dict[str, dict[str, Any]]  # name → pod (spec.nodeName set)
     usage: dict[str, tuple[int, int]]  # name → real (milli-cpu, memory bytes)
     free: dict[str, dict[str, int]] = field(default_factory=dict)  # node → requests left
+    now: float = 0.0  # simulated seconds: the object limiters' clock
 
     def on_node(self) -> dict[str, list[dict[str, Any]]]:
         by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -193,8 +198,11 @@ def cycle(
     args: LowNodeLoadArgs,
     state: LowNodeLoadState,
     migration: MigrationControllerArgs,
+    limits: ObjectLimiters,
     rng: random.Random,
 ) -> Cycle:
+    """One descheduling cycle at ``now``; ``limits`` takes its time from ``sim.now``."""
+    sim.now = now
     high = args.node_pools[0].high_thresholds.get("cpu", 100) / 100
     shares = sim.node_cpu_shares()
     out = Cycle(hot_nodes=sum(share > high for share in shares.values()))
@@ -238,13 +246,24 @@ def cycle(
     view = StaticClusterView(sim.cluster.nodes, metrics)
     for pod in sim.pods.values():
         view.add_pod(pod, assigned_at=now - 600)  # placed long before the reports
+    by_name = {one.name: one for one in views}
+
+    def expected_replicas(uid: str) -> int | None:
+        return workloads[uid].expected_replicas if uid in workloads else None
+
     for passed in decisions.passed:
         assert passed.pod_ref is not None
+        victim_view = by_name[passed.pod_ref.name]
+        limited = limits.exceeded(victim_view)
+        if limited is not None:
+            out.held_back[f"ObjectLimiter:{limited[0]}"] += 1
+            continue
         target = reschedule(sim, passed.pod_ref.name, view, now, rng)
         if target is None:
             out.unplaced += 1
             continue
         sim.move(passed.pod_ref.name, target)
+        limits.track(victim_view, expected_replicas, migration.max_migrating_per_workload)
         out.migrated += 1
     return out
 
@@ -267,13 +286,16 @@ def run(
     args = LowNodeLoadArgs.from_dict(config)
     migration = MigrationControllerArgs.from_dict({})
     state = LowNodeLoadState.for_args(args)
+    limits = ObjectLimiters(migration.object_limiters, clock=lambda: sim.now)
     rng = random.Random(seed + 5)  # noqa: S311 - test data, not secrets
     before = spread(sim.node_cpu_shares())
     now = scheduler_sim.T0
     rounds: list[Cycle] = []
     for _ in range(cycles):
         now += interval
-        rounds.append(cycle(sim, now, args=args, state=state, migration=migration, rng=rng))
+        rounds.append(
+            cycle(sim, now, args=args, state=state, migration=migration, limits=limits, rng=rng)
+        )
     after = spread(sim.node_cpu_shares())
     high = args.node_pools[0].high_thresholds.get("cpu", 100) / 100
     times = [r.decide_s for r in rounds]

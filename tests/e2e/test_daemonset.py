@@ -115,7 +115,7 @@ def test_chart_daemonset_runs_koordlet_from_the_image_and_it_applies_qos(
     except Exception as err:
         raise AssertionError(f"koordlet did not register; its log:\n{log.read_text()}") from err
 
-    # the host's /dev (a device node a driver makes later shows up), as a slave of the host's
+    # koordlet's /dev is the host's, a slave mount of it: nodes a driver makes later show up
     propagation, filesystem = mount_at(node.cri.container_pid(first), "/dev")
     assert filesystem == "devtmpfs" and any(f.startswith("master:") for f in propagation)
 
