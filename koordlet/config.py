@@ -16,12 +16,18 @@ from koordapi.features import NOT_IMPLEMENTED, FeatureGates
 from koordapi.goflags import Ignored
 from koordapi.settings import flag
 from koordlet.executor.resctrl import RESCTRL_ROOT
-from koordlet.states.pods import CGROUP_DRIVERS
+from koordlet.states.pods import CGROUP_DRIVERS, DEFAULT_KUBE_DIR, parse_kube_dir
 from runtimehooks.registry import FailurePolicy
 from runtimehooks.rules import DEFAULT_HAMI_CORE_LIBRARY
 
 QOS = "QoS manager"
 KUBELET = "kubelet (cluster mode)"
+
+
+def checked_kube_dir(text: str) -> str:
+    """--cgroup-kube-dir as given, once it names a directory below the hierarchy root."""
+    parse_kube_dir(text)
+    return text
 
 
 def resctrl_under(sys_fs_root: str) -> Path:
@@ -49,6 +55,18 @@ class Config:
             "directory tell",
             choices=["", *CGROUP_DRIVERS],
             ours=True,
+        ),
+    )
+    # relative to cgroup_root; Koordinator's (v0.6 to v1.4; it never read it for cgroups)
+    cgroup_kube_dir: str = field(
+        default=DEFAULT_KUBE_DIR,
+        metadata=flag(
+            "cgroup-kube-dir",
+            "the kubelet's kubepods cgroup under its cgroupfs driver, relative to "
+            "--cgroup-root-dir: the kubelet's cgroupRoot + kubepods/, e.g. "
+            "koordk8s/kubepods/ for cgroupRoot /koordk8s (default %(default)s); the systemd "
+            "driver's kubepods.slice is fixed",
+            parse=checked_kube_dir,
         ),
     )
     var_run_root: Path = field(

@@ -123,7 +123,7 @@ class Koordlet:
         self.unsupported = UnsupportedFieldsReport(config.node_name)
         self.metrics.registry.register(self.unsupported)
         self.unsupported.note(self.node_config.current.spec)
-        self.pods = PodStore(config.cgroup_driver, config.cgroup_root)
+        self.pods = PodStore(config.cgroup_driver, config.cgroup_root, config.cgroup_kube_dir)
         self.rdma = (
             RDMACollector(config.sys_root, config.dev_root)
             if config.feature_gates.enabled("RDMADevices")
@@ -248,7 +248,13 @@ class Koordlet:
         found: list[Collector] = [
             NodeCollector(c.proc_root, c.sys_root, interval=c.collect_interval),
             PodCollector(pods, c.cgroup_root, interval=c.collect_interval),
-            BECollector(pods, c.cgroup_root, c.sys_root, interval=c.collect_interval),
+            BECollector(
+                pods,
+                c.cgroup_root,
+                c.sys_root,
+                kube_dir=c.cgroup_kube_dir,
+                interval=c.collect_interval,
+            ),
             SystemCollector(self.cache, interval=c.collect_interval),
             NetworkCollector(
                 pods, proc_root=c.proc_root, cgroup_root=c.cgroup_root, interval=c.collect_interval

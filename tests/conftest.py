@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 
 E2E_DIR = Path(__file__).parent / "e2e"
+CLUSTER_DIR = Path(__file__).parent / "cluster"  # the cluster tier: end-to-end as well
 E2E_REQUIRED = os.environ.get("KOORD_E2E_REQUIRED") == "1"
 
 
 def _is_e2e(item: pytest.Item) -> bool:
-    return E2E_DIR in Path(str(item.fspath)).parents
+    parents = Path(str(item.fspath)).parents
+    return E2E_DIR in parents or CLUSTER_DIR in parents
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

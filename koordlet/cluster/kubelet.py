@@ -7,8 +7,8 @@ until one of their containers changes. In cluster mode koordlet therefore lists 
 
 * a pod the kubelet lists and NRI never reported is added under ``kubelet/<uid>`` with its
   labels, annotations, its cgroup directory (the kubelet's layout for the pod's Kubernetes QoS
-  and the node's cgroup driver) and its running containers (``containerID`` → cgroup dir,
-  resources from the spec);
+  and the node's cgroup driver, below ``--cgroup-kube-dir`` under the cgroupfs driver) and its
+  running containers (``containerID`` → cgroup dir, resources from the spec);
 * a pod NRI knows gets the running containers NRI has not reported (enriched); NRI stays the
   source of truth for everything it reported;
 * every listed pod's spec facts (``spec.priority``, memory requests), which the runtime is not
@@ -54,11 +54,12 @@ from koordapi.qos import KubeQoS
 from koordapi.quantity import milli_value, value
 from koordkube.client import SERVICE_ACCOUNT_DIR
 from koordlet.states.pods import (
-    KUBE_QOS_DIRS_CGROUPFS,
-    KUBE_QOS_DIRS_SYSTEMD,
+    CGROUPFS,
+    DEFAULT_KUBE_DIR,
     SYSTEMD,
     KnownPod,
     PodStore,
+    kube_qos_dirs,
 )
 from runtimehooks.request import ContainerRequest, ContainerResources, PodRequest, PodSpecFacts
 
@@ -227,13 +228,17 @@ def _bytes(quantity: Any) -> int | None:
         return None
 
 
-def pod_cgroup_dir(uid: str, qos: KubeQoS, *, systemd: bool) -> str:
-    """The kubelet's pod cgroup, relative to a hierarchy root."""
+def pod_cgroup_dir(
+    uid: str, qos: KubeQoS, *, systemd: bool, kube_dir: str = DEFAULT_KUBE_DIR
+) -> str:
+    """The kubelet's pod cgroup, relative to a hierarchy root; under the cgroupfs driver below
+    ``kube_dir`` (koordlet's --cgroup-kube-dir)."""
+    qos_dir = kube_qos_dirs(SYSTEMD if systemd else CGROUPFS, kube_dir)[qos]
     if not systemd:
-        return f"{KUBE_QOS_DIRS_CGROUPFS[qos]}/pod{uid}"
+        return f"{qos_dir}/pod{uid}"
     escaped = uid.replace("-", "_")
     level = "" if qos is KubeQoS.GUARANTEED else f"-{qos.value.lower()}"
-    return f"{KUBE_QOS_DIRS_SYSTEMD[qos]}/kubepods{level}-pod{escaped}.slice"
+    return f"{qos_dir}/kubepods{level}-pod{escaped}.slice"
 
 
 def container_cgroup_dir(pod_dir: str, container_id: str, *, systemd: bool) -> tuple[str, str]:
@@ -319,9 +324,12 @@ def spec_facts(pod: Mapping[str, Any]) -> PodSpecFacts:
     )
 
 
-def kubelet_pod(pod: Mapping[str, Any], *, systemd: bool) -> KnownPod | None:
+def kubelet_pod(
+    pod: Mapping[str, Any], *, systemd: bool, kube_dir: str = DEFAULT_KUBE_DIR
+) -> KnownPod | None:
     """The pod as a PodStore entry; None without a uid, or when its resources do not parse
-    and it has no ``status.qosClass`` (its cgroup directory is then unknown)."""
+    and it has no ``status.qosClass`` (its cgroup directory is then unknown). ``kube_dir``:
+    see ``pod_cgroup_dir``."""
     meta = pod.get("metadata") or {}
     uid = meta.get("uid")
     if not uid:
@@ -337,7 +345,7 @@ def kubelet_pod(pod: Mapping[str, Any], *, systemd: bool) -> KnownPod | None:
         namespace=str(meta.get("namespace") or ""),
         labels=dict(meta.get("labels") or {}),
         annotations=dict(meta.get("annotations") or {}),
-        cgroup_dir=pod_cgroup_dir(str(uid), kube_qos, systemd=systemd),
+        cgroup_dir=pod_cgroup_dir(str(uid), kube_qos, systemd=systemd, kube_dir=kube_dir),
         runtime_handler=str((pod.get("spec") or {}).get("runtimeClassName") or ""),
         spec=spec_facts(pod),
     )
@@ -440,7 +448,7 @@ class KubeletPodSync:
                 if self._enrich(nri[uid], pod, systemd=systemd):
                     result.enriched += 1
                 continue
-            fresh = kubelet_pod(pod, systemd=systemd)
+            fresh = kubelet_pod(pod, systemd=systemd, kube_dir=store.kube_dir)
             if fresh is None:
                 continue
             key = KEY_PREFIX + uid

@@ -29,13 +29,24 @@ from koordapi.qos import KubeQoS, QoSClass
 from koordlet.cgroupfs.readers import MALFORMED, CgroupFS, Skip, read_text
 from koordlet.collectors.rates import Counters
 from koordlet.metriccache import Sample
-from koordlet.states.pods import KUBE_QOS_DIRS_CGROUPFS, KUBE_QOS_DIRS_SYSTEMD, KnownPod
+from koordlet.states.pods import (
+    CGROUP_DRIVERS,
+    DEFAULT_KUBE_DIR,
+    KnownPod,
+    kube_qos_dirs,
+)
 
 MALFORMED_ANNOTATION = "malformed-annotation"
 NO_BE_CGROUP = "no-besteffort-cgroup"
 
-# The besteffort QoS cgroup under the cgroupfs and the systemd drivers, tried in this order.
-BE_DIRS = (KUBE_QOS_DIRS_CGROUPFS[KubeQoS.BESTEFFORT], KUBE_QOS_DIRS_SYSTEMD[KubeQoS.BESTEFFORT])
+
+def be_dirs(kube_dir: str = DEFAULT_KUBE_DIR) -> tuple[str, ...]:
+    """The besteffort QoS cgroup under the cgroupfs (below ``kube_dir``, --cgroup-kube-dir)
+    and the systemd drivers, tried in this order."""
+    return tuple(kube_qos_dirs(driver, kube_dir)[KubeQoS.BESTEFFORT] for driver in CGROUP_DRIVERS)
+
+
+BE_DIRS = be_dirs()  # with the default --cgroup-kube-dir
 
 _BATCH_CPU = (keys.BATCH_CPU, keys.DEPRECATED_BATCH_CPU)
 
@@ -74,7 +85,8 @@ def real_limit_milli(cpus: int, quota: int, period: int) -> float:
 
 
 class BECollector:
-    """See the module docstring. ``be_dir`` None finds the besteffort cgroup of either driver."""
+    """See the module docstring. ``be_dir`` None finds the besteffort cgroup of either driver
+    (the cgroupfs one below ``kube_dir``, koordlet's --cgroup-kube-dir)."""
 
     name = "be"
 
@@ -85,6 +97,7 @@ class BECollector:
         sys_root: Path = Path("/sys"),
         *,
         be_dir: str | None = None,
+        kube_dir: str = DEFAULT_KUBE_DIR,
         interval: float = 1.0,
         cgroup_version: int | None = None,
     ) -> None:
@@ -92,6 +105,7 @@ class BECollector:
         self.cgroups = CgroupFS(cgroup_root, cgroup_version)
         self.sys_root = sys_root
         self.be_dir = be_dir
+        self.be_dirs = be_dirs(kube_dir)
         self.interval = interval
         self.skipped: Counter[str] = Counter()
         self._counters: Counters[str] = Counters()
@@ -99,7 +113,7 @@ class BECollector:
     def _find_be_dir(self) -> str | None:
         if self.be_dir is not None:
             return self.be_dir
-        for candidate in BE_DIRS:
+        for candidate in self.be_dirs:
             if self.cgroups.path("cpu", candidate, "").is_dir():
                 return candidate
         return None

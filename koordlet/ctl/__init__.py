@@ -29,6 +29,7 @@ from typing import Any
 
 from koordapi import logsetup
 from koordlet.ctl.client import DEFAULT_ADDR
+from koordlet.states.pods import DEFAULT_KUBE_DIR, parse_kube_dir
 from nri_plugin import DEFAULT_SOCKET_PATH
 
 # Each subcommand's module (koordlet.ctl.<module>, imported when the command runs) has
@@ -83,6 +84,15 @@ def add_devices_parser(sub: Any) -> None:
     cmd.add_argument("--json", action="store_true", help="one JSON object")
 
 
+def _kube_dir(text: str) -> str:
+    """--cgroup-kube-dir as given, once it names a directory below the hierarchy root."""
+    try:
+        parse_kube_dir(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def add_doctor_parser(sub: Any) -> None:
     doc = sub.add_parser(
         "doctor",
@@ -99,6 +109,12 @@ def add_doctor_parser(sub: Any) -> None:
     doc.add_argument("--proc-root-dir", default="/proc/")
     doc.add_argument("--sys-root-dir", default="/sys/")
     doc.add_argument("--cgroup-root-dir", default="/sys/fs/cgroup/")
+    doc.add_argument(
+        "--cgroup-kube-dir",
+        default=DEFAULT_KUBE_DIR,
+        type=_kube_dir,
+        help="koordlet's --cgroup-kube-dir (default %(default)s)",
+    )
     doc.add_argument("--json", action="store_true", help="one JSON object")
 
 

@@ -49,7 +49,7 @@ from koordlet.executor import coresched
 from koordlet.executor.resctrl import Resctrl
 from koordlet.inspect.program import missing_prerequisite
 from koordlet.install import containerd
-from koordlet.states.pods import drivers_in_tree
+from koordlet.states.pods import DEFAULT_KUBE_DIR, drivers_in_tree, parse_kube_dir
 from koordlet.states.topology import detect_kernel
 
 NRI_TABLE = f'[plugins."{containerd.NRI_SECTION}"]'
@@ -100,6 +100,7 @@ class DoctorConfig:
     proc_root: Path = Path("/proc")
     sys_root: Path = Path("/sys")
     cgroup_root: Path = Path("/sys/fs/cgroup")
+    cgroup_kube_dir: str = DEFAULT_KUBE_DIR  # koordlet's --cgroup-kube-dir
     containerd_config: Path = containerd.DEFAULT_CONFIG
     containerd_bin: str = "containerd"
     nri_socket: Path | None = None  # None: the socket_path of containerd's config
@@ -437,9 +438,10 @@ def cgroup_layout(root: Path) -> tuple[str, Path | None] | None:
     return None
 
 
-def kubepods_driver(root: Path, version: str) -> str | None:
-    """The kubelet's cgroup driver by its top cgroup: systemd, cgroupfs, both, or None."""
-    found = drivers_in_tree(root if version == "v2" else root / "cpu")
+def kubepods_driver(root: Path, version: str, kube_dir: str = DEFAULT_KUBE_DIR) -> str | None:
+    """The kubelet's cgroup driver by its top cgroup (cgroupfs: ``kube_dir``): systemd,
+    cgroupfs, both, or None."""
+    found = drivers_in_tree(root if version == "v2" else root / "cpu", kube_dir)
     return "both" if len(found) == 2 else next(iter(found), None)
 
 
@@ -463,7 +465,8 @@ def check_cgroup(config: DoctorConfig) -> Check:
             "v1": "v1 (no v2 tree)",
         }[version]
     ]
-    driver = kubepods_driver(root, version)
+    driver = kubepods_driver(root, version, config.cgroup_kube_dir)
+    kube_dir = parse_kube_dir(config.cgroup_kube_dir)
     try:
         runc_systemd: bool | None = containerd.read_systemd_cgroup(config.containerd_config)
     except containerd.ContainerdConfigError:
@@ -473,8 +476,8 @@ def check_cgroup(config: DoctorConfig) -> Check:
         {
             None: "no kubepods yet",
             "systemd": "kubepods.slice (systemd driver)",
-            "cgroupfs": "kubepods/ (cgroupfs driver)",
-            "both": "both kubepods.slice and kubepods/",
+            "cgroupfs": f"{kube_dir}/ (cgroupfs driver)",
+            "both": f"both kubepods.slice and {kube_dir}/",
         }[driver]
     )
     if runc_driver is not None:
@@ -830,6 +833,7 @@ def run(args: argparse.Namespace) -> int:
         proc_root=Path(args.proc_root_dir),
         sys_root=Path(args.sys_root_dir),
         cgroup_root=Path(args.cgroup_root_dir),
+        cgroup_kube_dir=args.cgroup_kube_dir,
         containerd_config=Path(args.containerd_config),
         containerd_bin=args.containerd_bin,
         nri_socket=Path(args.nri_socket) if args.nri_socket else None,

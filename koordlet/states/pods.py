@@ -13,25 +13,20 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 
 from koordapi import keys
 from koordapi.qos import KubeQoS
 from nri_plugin import api
 from runtimehooks.request import ContainerRequest, ContainerResources, PodRequest, PodSpecFacts
 
-# The kubelet's QoS-level cgroups, for its cgroupfs and systemd drivers.
-KUBE_QOS_DIRS_CGROUPFS = {
-    KubeQoS.GUARANTEED: "kubepods",
-    KubeQoS.BURSTABLE: "kubepods/burstable",
-    KubeQoS.BESTEFFORT: "kubepods/besteffort",
-}
-KUBE_QOS_DIRS_SYSTEMD = {
-    KubeQoS.GUARANTEED: "kubepods.slice",
-    KubeQoS.BURSTABLE: "kubepods.slice/kubepods-burstable.slice",
-    KubeQoS.BESTEFFORT: "kubepods.slice/kubepods-besteffort.slice",
-}
 CGROUPFS, SYSTEMD = "cgroupfs", "systemd"
 CGROUP_DRIVERS = (CGROUPFS, SYSTEMD)  # koordlet's --cgroup-driver, named as the kubelet's
+# koordlet's --cgroup-kube-dir: the kubelet's top cgroup under its cgroupfs driver, relative to
+# a hierarchy root (Koordinator's CgroupKubePath and its default). A kubelet started with
+# cgroupRoot /koordk8s makes koordk8s/kubepods/. The systemd driver's kubepods.slice is fixed.
+DEFAULT_KUBE_DIR = "kubepods/"
+_SYSTEMD_KUBE_DIR = "kubepods.slice"
 _SYSTEMD_SCOPE = re.compile(r"^([^:]+):([^:]+):([^:]+)\Z")
 
 
@@ -111,14 +106,21 @@ class PodStore:
     It also answers which cgroup driver the kubelet uses (``cgroup_driver``): the one configured
     (koordlet's ``--cgroup-driver``), else the one the pods' cgroup paths show (the runtime's own
     word), else the one whose kubepods directory exists under ``cgroup_root`` (the kubelet makes
-    it at start, before any pod), else cgroupfs.
+    it at start, before any pod), else cgroupfs. The cgroupfs driver's kubepods directory is
+    ``kube_dir`` (koordlet's ``--cgroup-kube-dir``), and ``kube_qos_dirs`` are below it.
     """
 
-    def __init__(self, cgroup_driver: str = "", cgroup_root: Path | None = None) -> None:
+    def __init__(
+        self,
+        cgroup_driver: str = "",
+        cgroup_root: Path | None = None,
+        kube_dir: str = DEFAULT_KUBE_DIR,
+    ) -> None:
         if cgroup_driver not in ("", *CGROUP_DRIVERS):
             raise ValueError(f"unknown cgroup driver {cgroup_driver!r}; one of {CGROUP_DRIVERS}")
         self.configured_driver = cgroup_driver
         self.cgroup_root = cgroup_root
+        self.kube_dir = parse_kube_dir(kube_dir)
         self._pods: dict[str, KnownPod] = {}
         self._specs: dict[str, PodSpecFacts] = {}  # by pod uid, from the kubelet's pod list
         self.generation = 0  # bumped on every change: cheap "did anything change?"
@@ -199,11 +201,12 @@ class PodStore:
         for known in list(self._pods.values()):
             if known.request.cgroup_dir:
                 return SYSTEMD if ".slice" in known.request.cgroup_dir else CGROUPFS
-        found = driver_of_tree(self.cgroup_root) if self.cgroup_root is not None else None
+        root = self.cgroup_root
+        found = driver_of_tree(root, self.kube_dir) if root is not None else None
         return found or CGROUPFS
 
     def kube_qos_dirs(self) -> dict[KubeQoS, str]:
-        return kube_qos_dirs(self.cgroup_driver())
+        return kube_qos_dirs(self.cgroup_driver(), self.kube_dir)
 
     def entries(self) -> list[tuple[str, KnownPod]]:
         """The known pods with their keys (sandbox ids, or another source's own keys)."""
@@ -261,26 +264,58 @@ def _set_request(known: KnownPod, request: PodRequest) -> None:
     known.containers = {cid: replace(c, pod=request) for cid, c in known.containers.items()}
 
 
-def kube_qos_dirs(driver: str) -> dict[KubeQoS, str]:
-    """The kubelet's QoS-level directories under ``driver`` ("systemd" or "cgroupfs")."""
-    return KUBE_QOS_DIRS_SYSTEMD if driver == SYSTEMD else KUBE_QOS_DIRS_CGROUPFS
+def parse_kube_dir(text: str) -> str:
+    """--cgroup-kube-dir as a cgroup path relative to a hierarchy root, without the slashes
+    at its ends ("/koordk8s/kubepods/" is "koordk8s/kubepods"); ValueError when it names no
+    directory below the root ("", "/", a "." or ".." part)."""
+    parts = [part for part in text.strip().split("/") if part]
+    if not parts or any(part in (".", "..") for part in parts):
+        raise ValueError(
+            f"not a cgroup directory below the hierarchy root: {text!r} "
+            f"(e.g. {DEFAULT_KUBE_DIR!r}, or 'koordk8s/kubepods/' for cgroupRoot /koordk8s)"
+        )
+    return "/".join(parts)
 
 
-def drivers_in_tree(top: Path) -> set[str]:
-    """The drivers whose kubepods directory exists under ``top`` (a hierarchy's root)."""
+def kube_qos_dirs(driver: str, kube_dir: str = DEFAULT_KUBE_DIR) -> dict[KubeQoS, str]:
+    """The kubelet's QoS-level directories under ``driver`` ("systemd" or "cgroupfs"), the
+    cgroupfs ones below ``kube_dir`` (--cgroup-kube-dir); the systemd ones are always under
+    kubepods.slice, as in Koordinator."""
+    if driver == SYSTEMD:
+        top = _SYSTEMD_KUBE_DIR
+        return {
+            KubeQoS.GUARANTEED: top,
+            KubeQoS.BURSTABLE: f"{top}/kubepods-burstable.slice",
+            KubeQoS.BESTEFFORT: f"{top}/kubepods-besteffort.slice",
+        }
+    top = parse_kube_dir(kube_dir)
+    return {
+        KubeQoS.GUARANTEED: top,
+        KubeQoS.BURSTABLE: f"{top}/burstable",
+        KubeQoS.BESTEFFORT: f"{top}/besteffort",
+    }
+
+
+# The kubelet's QoS-level cgroups under each driver with the default --cgroup-kube-dir.
+KUBE_QOS_DIRS_CGROUPFS: Mapping[KubeQoS, str] = MappingProxyType(kube_qos_dirs(CGROUPFS))
+KUBE_QOS_DIRS_SYSTEMD: Mapping[KubeQoS, str] = MappingProxyType(kube_qos_dirs(SYSTEMD))
+
+
+def drivers_in_tree(top: Path, kube_dir: str = DEFAULT_KUBE_DIR) -> set[str]:
+    """The drivers whose kubepods directory exists under ``top`` (a hierarchy's root); the
+    cgroupfs one is ``kube_dir`` (--cgroup-kube-dir)."""
     found = set()
-    if (top / KUBE_QOS_DIRS_SYSTEMD[KubeQoS.GUARANTEED]).is_dir():
-        found.add(SYSTEMD)
-    if (top / KUBE_QOS_DIRS_CGROUPFS[KubeQoS.GUARANTEED]).is_dir():
-        found.add(CGROUPFS)
+    for driver in CGROUP_DRIVERS:
+        if (top / kube_qos_dirs(driver, kube_dir)[KubeQoS.GUARANTEED]).is_dir():
+            found.add(driver)
     return found
 
 
-def driver_of_tree(cgroup_root: Path) -> str | None:
+def driver_of_tree(cgroup_root: Path, kube_dir: str = DEFAULT_KUBE_DIR) -> str | None:
     """The driver whose kubepods directory exists (v2 root or the v1 cpu hierarchy), if one;
     systemd when both do, as Koordinator guesses."""
     for base in (cgroup_root, cgroup_root / "cpu"):
-        found = drivers_in_tree(base)
+        found = drivers_in_tree(base, kube_dir)
         if found:
             return SYSTEMD if SYSTEMD in found else CGROUPFS
     return None

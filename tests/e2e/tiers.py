@@ -15,11 +15,18 @@ emulation the VM is 10-40 times slower, which is why it runs a chosen part and n
 | v2 | VM | v2 | cgroupfs | 2.1 | CRI, hooks, reconciler, QoS manager, metrics, inspect, ... |
 | v2-containerd17 | VM | v2 | cgroupfs | 1.7 | NRI, hooks, install |
 | v2-systemd | VM | v2 | systemd | 2.1 | CRI layout, hooks, QoS manager, test_systemd.py |
+| cluster | this machine | v1 | cgroupfs | 1.7 | tests/cluster: a real Kubernetes, the chart |
+| cluster-containerd2 | this machine | v1 | cgroupfs | 2.1 | the same |
+
+The cluster tiers run tests/cluster/ (a single-node Kubernetes built from the Kubernetes Go
+modules, tests/cluster/cluster.py) instead of tests/e2e/; build its binary first
+(``python -m tests.cluster.kubebuild``, as ``make e2e-cluster`` does).
 
 Usage::
 
     python -m tests.e2e.tiers host host-containerd2      # here
     python -m tests.e2e.tiers --vm v2 v2-containerd17 v2-systemd   # boots VMs, runs them there
+    python -m tests.e2e.tiers cluster cluster-containerd2          # a real Kubernetes, here
 
 Software emulation keeps one host core busy per VM, so the VM tiers are spread over as many
 VMs side by side as this machine has CPUs (``--vm-lanes``), by the minutes each took here.
@@ -43,6 +50,7 @@ from tests.e2e.harness import kubelet, paths, vm
 TIER_ENV = "KOORD_E2E_TIER"
 REQUIRED_ENV = "KOORD_E2E_REQUIRED"
 E2E = "tests/e2e/"
+CLUSTER = "tests/cluster/"
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,8 @@ class Tier:
     # Minutes it took in CI's kind of machine (2 cores; the VM under software emulation):
     # how the VM tiers are spread over VMs that run side by side.
     minutes: float = 1.0
+    # The suite the tier runs: the end-to-end tests, or the cluster tier's.
+    suite: str = E2E
 
 
 CONTAINERD2 = {paths.CONTAINERD_ENV: "2.1"}
@@ -67,6 +77,10 @@ TIERS = {
     t.name: t
     for t in [
         Tier("host", vm=False, env=CONTAINERD17, minutes=4.2),
+        Tier("cluster", vm=False, env=CONTAINERD17, timeout=600, minutes=3, suite=CLUSTER),
+        Tier(
+            "cluster-containerd2", vm=False, env=CONTAINERD2, timeout=600, minutes=3, suite=CLUSTER
+        ),
         Tier(
             "host-containerd2",
             vm=False,
@@ -157,7 +171,7 @@ def selected(nodeid: str, tier_name: str) -> bool:
 def pytest_command(tier: Tier) -> list[str]:
     return [
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-        f"--timeout={tier.timeout}", "--durations=5", "tests/e2e",
+        f"--timeout={tier.timeout}", "--durations=5", tier.suite.rstrip("/"),
     ]  # fmt: skip
 
 

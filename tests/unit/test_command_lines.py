@@ -31,6 +31,7 @@ OldFlags = dict[str, tuple[str | int | bool | None, list[str] | None]]
 OLD_KOORDLET: OldFlags = {
     "--cgroup-root-dir": ("/sys/fs/cgroup/", None),
     "--cgroup-driver": ("", ["", "cgroupfs", "systemd"]),
+    "--cgroup-kube-dir": ("kubepods/", None),  # added later, Koordinator's (v0.6 to v1.4)
     "--var-run-root-dir": ("/var/run/", None),
     "--sys-root-dir": ("/sys/", None),
     "--proc-root-dir": ("/proc/", None),

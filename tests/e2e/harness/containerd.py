@@ -115,6 +115,9 @@ class Settings:
     log_level: str = "info"
     # The kubelet's cgroup driver; with systemd, runc creates containers through systemd.
     layout: KubeletLayout = field(default_factory=layout_from_env)
+    # A command that starts containerd in other namespaces (the cluster tier's node: nsenter
+    # into the cluster's network and mount namespaces); empty: this process's.
+    enter: tuple[str, ...] = ()
 
 
 def _q(value: object) -> str:
@@ -252,7 +255,12 @@ class Containerd:
         self._log_offset = self.layout.log.stat().st_size if self.layout.log.exists() else 0
         with self.layout.log.open("ab") as logf:
             self._proc = subprocess.Popen(
-                [str(self.bin_dir / "containerd"), "--config", str(self.layout.config)],
+                [
+                    *self.settings.enter,
+                    str(self.bin_dir / "containerd"),
+                    "--config",
+                    str(self.layout.config),
+                ],
                 stdout=logf,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

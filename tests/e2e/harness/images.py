@@ -73,13 +73,14 @@ def layer_tar(busybox: bytes, applets: list[str]) -> bytes:
     return buf.getvalue()
 
 
-def image_archive(spec: ImageSpec, layer: bytes) -> bytes:
-    """An OCI image-layout tarball holding ``layer`` under the reference of ``spec``."""
+def image_archive(spec: ImageSpec, layer: bytes, path: str = "/bin") -> bytes:
+    """An OCI image-layout tarball holding ``layer`` under the reference of ``spec``, whose
+    processes get ``path`` as PATH."""
     config = json.dumps(
         {
             "architecture": "amd64",
             "os": "linux",
-            "config": {"Cmd": list(spec.cmd), "Env": ["PATH=/bin"], "WorkingDir": "/"},
+            "config": {"Cmd": list(spec.cmd), "Env": [f"PATH={path}"], "WorkingDir": "/"},
             "rootfs": {"type": "layers", "diff_ids": [_digest(layer)]},
         },
         sort_keys=True,

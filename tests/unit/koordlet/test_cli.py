@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from koordapi.features import FeatureGates
-from koordlet.cli import build_parser, config_from_args
+from koordlet.cli import build_parser, config_from_args, parse_args
 from koordlet.config import Config
 from runtimehooks.registry import FailurePolicy
 from tests.unit.commandline import refusal
@@ -174,3 +174,16 @@ def test_choices_are_refused_as_before() -> None:
     assert "invalid choice: 'Abort'" in refusal(
         build_parser, ["--runtime-hooks-plugin-failure-policy=Abort"]
     )
+
+
+def test_cgroup_kube_dir_in_either_syntax_and_refused_when_not_below_the_root() -> None:
+    assert config_from_args(build_parser().parse_args([])).cgroup_kube_dir == "kubepods/"
+    for argv in (
+        ["-cgroup-kube-dir=koordk8s/kubepods/"],
+        ["--cgroup-kube-dir", "koordk8s/kubepods/"],
+    ):
+        args, notes = parse_args(argv)
+        assert config_from_args(args).cgroup_kube_dir == "koordk8s/kubepods/" and not notes
+    for bad in ("", "/", "../kubepods", "koordk8s/../kubepods"):
+        said = refusal(build_parser, [f"--cgroup-kube-dir={bad}"])
+        assert "argument --cgroup-kube-dir: not a cgroup directory below the hierarchy root" in said

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from koordapi import features, keys
 from koordapi.features import FeatureGates
+from koordapi.nodeslo import NodeSLOSpec
 from koordlet.applying import Applier
 from koordlet.executor import Executor
 from koordlet.executor.resctrl import Resctrl
@@ -73,3 +74,34 @@ def test_what_was_given_to_a_gone_container_or_pod_is_forgotten_at_the_next_pass
     pods.remove_pod("p1")
     reconciler.reconcile_all()
     assert applier.oom_scores == {}
+
+
+def test_the_kube_qos_dirs_written_are_below_the_cgroup_kube_dir(tmp_path: Path) -> None:
+    """Group identity on a cpu.idle kernel idles the besteffort QoS dir of the kubelet that
+    --cgroup-kube-dir names; another tree's /kubepods is left alone."""
+    root = tmp_path / "cgroup"
+    for top in ("kubepods", "koordk8s/kubepods"):
+        for qos in ("burstable", "besteffort"):
+            (root / "cpu" / top / qos).mkdir(parents=True)
+            (root / "cpu" / top / qos / "cpu.idle").write_text("0\n")
+    slo = NodeSLOSpec.parse({"resourceQOSStrategy": {"beClass": {"cpuQOS": {"enable": True}}}})
+    rules = Rules(slo=slo, gates=FeatureGates(), kernel=KernelFeatures(cpu_idle=True))
+    reconciler = Reconciler(
+        hooks=HOOKS,
+        rules=lambda: rules,
+        pods=PodStore("cgroupfs", root, "/koordk8s/kubepods/"),
+        applier=Applier(Executor(root), Resctrl(tmp_path / "resctrl"), proc_root=tmp_path),
+        metrics=KoordletMetrics("n1"),
+        interval=10,
+    )
+    reconciler.reconcile_kube_qos(rules)
+    idle = {
+        path.parent.relative_to(root / "cpu").as_posix(): path.read_text().strip()
+        for path in sorted((root / "cpu").rglob("cpu.idle"))
+    }
+    assert idle == {
+        "koordk8s/kubepods/besteffort": "1",
+        "koordk8s/kubepods/burstable": "0",
+        "kubepods/besteffort": "0",
+        "kubepods/burstable": "0",
+    }

@@ -12,7 +12,16 @@ from koordapi.errors import ModelError
 from koordapi.features import FeatureGates
 from koordapi.qos import KubeQoS, QoSClass
 from koordlet.states.nodeconfig import NodeConfigFile, parse_node_config
-from koordlet.states.pods import PodStore, cgroup_dir
+from koordlet.states.pods import (
+    KUBE_QOS_DIRS_CGROUPFS,
+    KUBE_QOS_DIRS_SYSTEMD,
+    PodStore,
+    cgroup_dir,
+    driver_of_tree,
+    drivers_in_tree,
+    kube_qos_dirs,
+    parse_kube_dir,
+)
 from koordlet.states.snapshot import build_rules
 from koordlet.states.topology import Topology, has_cpu_idle, kernel_release, read_topology
 from nri_plugin import api
@@ -289,6 +298,97 @@ def test_a_v2_tree_with_only_kubepods_is_cgroupfs(tmp_path: Path) -> None:
     assert store.cgroup_driver() == "cgroupfs"
     store.put_pod(_sandbox("s", "kubepods-besteffort-podu_s.slice"))
     assert store.cgroup_driver() == "systemd"
+
+
+def test_the_default_kube_dir_keeps_the_kubelets_usual_dirs() -> None:
+    assert KUBE_QOS_DIRS_CGROUPFS == {
+        KubeQoS.GUARANTEED: "kubepods",
+        KubeQoS.BURSTABLE: "kubepods/burstable",
+        KubeQoS.BESTEFFORT: "kubepods/besteffort",
+    }
+    assert KUBE_QOS_DIRS_SYSTEMD == {
+        KubeQoS.GUARANTEED: "kubepods.slice",
+        KubeQoS.BURSTABLE: "kubepods.slice/kubepods-burstable.slice",
+        KubeQoS.BESTEFFORT: "kubepods.slice/kubepods-besteffort.slice",
+    }
+    assert PodStore().kube_qos_dirs() == KUBE_QOS_DIRS_CGROUPFS
+    assert PodStore("systemd").kube_qos_dirs() == KUBE_QOS_DIRS_SYSTEMD
+
+
+@pytest.mark.parametrize(
+    ("flag", "directory"),
+    [
+        pytest.param("kubepods/", "kubepods", id="koordinators-default"),
+        pytest.param("koordk8s/kubepods/", "koordk8s/kubepods", id="cgroup-root"),
+        pytest.param("/koordk8s/kubepods", "koordk8s/kubepods", id="as-the-kubelet-writes-it"),
+        pytest.param("a//b.c/kube-pods_2/", "a/b.c/kube-pods_2", id="doubled-slash"),
+        pytest.param(" deep/er/kubepods ", "deep/er/kubepods", id="spaces-around"),
+    ],
+)
+def test_cgroup_kube_dir_is_a_path_below_the_root(flag: str, directory: str) -> None:
+    assert parse_kube_dir(flag) == directory
+    assert kube_qos_dirs("cgroupfs", flag) == {
+        KubeQoS.GUARANTEED: directory,
+        KubeQoS.BURSTABLE: f"{directory}/burstable",
+        KubeQoS.BESTEFFORT: f"{directory}/besteffort",
+    }
+
+
+@pytest.mark.parametrize("flag", ["", "/", " // ", "../kubepods", "koordk8s/./kubepods", ".."])
+def test_cgroup_kube_dir_must_name_a_directory_below_the_root(flag: str) -> None:
+    with pytest.raises(ValueError, match="not a cgroup directory below the hierarchy root"):
+        parse_kube_dir(flag)
+    with pytest.raises(ValueError, match="not a cgroup directory"):
+        PodStore(kube_dir=flag)
+
+
+def test_the_kube_dir_moves_the_cgroupfs_qos_dirs_not_the_systemd_slices(tmp_path: Path) -> None:
+    """Koordinator's systemd formatter is always kubepods.slice/, whatever its CgroupKubePath."""
+    moved = PodStore(cgroup_root=tmp_path, kube_dir="koordk8s/kubepods/")
+    assert moved.kube_qos_dirs() == {
+        KubeQoS.GUARANTEED: "koordk8s/kubepods",
+        KubeQoS.BURSTABLE: "koordk8s/kubepods/burstable",
+        KubeQoS.BESTEFFORT: "koordk8s/kubepods/besteffort",
+    }
+    assert PodStore("systemd", kube_dir="koordk8s/kubepods/").kube_qos_dirs() == (
+        KUBE_QOS_DIRS_SYSTEMD
+    )
+    assert kube_qos_dirs("systemd", "koordk8s/kubepods/") == KUBE_QOS_DIRS_SYSTEMD
+
+
+@pytest.mark.parametrize("v1", [True, False], ids=["v1-cpu", "v2"])
+def test_driver_detection_finds_the_kubelets_dir_below_its_cgroup_root(
+    tmp_path: Path, v1: bool
+) -> None:
+    top = tmp_path / "cpu" if v1 else tmp_path
+    (top / "koordk8s" / "kubepods" / "besteffort").mkdir(parents=True)
+    # the default kube dir sees no kubelet here; the flag's finds it
+    assert drivers_in_tree(top) == set()
+    assert driver_of_tree(tmp_path) is None
+    assert drivers_in_tree(top, "koordk8s/kubepods/") == {"cgroupfs"}
+    assert driver_of_tree(tmp_path, "/koordk8s/kubepods") == "cgroupfs"
+    # a kubepods.slice beside it is both, and systemd wins, as Koordinator guesses
+    (top / "kubepods.slice").mkdir()
+    assert drivers_in_tree(top, "koordk8s/kubepods/") == {"cgroupfs", "systemd"}
+    assert PodStore(cgroup_root=tmp_path, kube_dir="koordk8s/kubepods/").cgroup_driver() == (
+        "systemd"
+    )
+    # a /kubepods the flag does not name is not the kubelet's
+    (top / "kubepods.slice").rmdir()
+    (top / "kubepods").mkdir()
+    assert drivers_in_tree(top, "elsewhere/kubepods/") == set()
+    assert drivers_in_tree(top) == {"cgroupfs"}
+
+
+def test_a_pod_under_the_kube_dir_tells_cgroupfs_over_a_systemd_tree(tmp_path: Path) -> None:
+    (tmp_path / "kubepods.slice").mkdir()
+    store = PodStore(cgroup_root=tmp_path, kube_dir="koordk8s/kubepods/")
+    assert store.cgroup_driver() == "systemd"
+    store.put_pod(_sandbox("a", "/koordk8s/kubepods/besteffort/podu-a"))
+    assert store.cgroup_driver() == "cgroupfs"
+    assert store.kube_qos_dirs()[KubeQoS.BESTEFFORT] == "koordk8s/kubepods/besteffort"
+    (known,) = list(store)
+    assert known.request.cgroup_dir == "koordk8s/kubepods/besteffort/podu-a"
 
 
 def test_topology_reads_cpus_numa_nodes_and_memory(tmp_path: Path) -> None:

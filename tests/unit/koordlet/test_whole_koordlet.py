@@ -17,6 +17,8 @@ from pathlib import Path
 
 from koordapi import keys
 from koordapi.features import FeatureGates
+from koordapi.qos import KubeQoS
+from koordlet.collectors.be import BECollector
 from koordlet.config import Config
 from koordlet.daemon import Koordlet
 from nri_plugin import api
@@ -116,3 +118,34 @@ def test_the_whole_koordlet_applies_batch_values_over_nri_and_stops_on_sigterm(
         700 * MIB
     )
     assert stopped_cleanly
+
+
+def test_the_daemon_gives_cgroup_kube_dir_to_the_store_the_be_collector_and_the_qos_manager(
+    tmp_path: Path,
+) -> None:
+    """A kubelet with cgroupRoot /koordk8s (cgroupfs): every place that names its QoS dirs."""
+    (tmp_path / "cgroup" / "cpu" / "koordk8s" / "kubepods").mkdir(parents=True)
+    (tmp_path / "nodeslo.yaml").write_text("")
+    config = Config(
+        node_name="unit-node",
+        cgroup_root=tmp_path / "cgroup",
+        cgroup_kube_dir="koordk8s/kubepods/",
+        resctrl_root=tmp_path / "sys" / "resctrl",
+        node_slo_file=tmp_path / "nodeslo.yaml",
+        metrics_addr="",
+        tsdb_path=None,
+        node_metric_file=None,
+        feature_gates=FeatureGates.parse("SchedLatencyCollector=false"),
+    )
+    daemon = Koordlet(config)
+    assert daemon.pods.cgroup_driver() == "cgroupfs"  # found at /koordk8s/kubepods
+    assert daemon.qos_context().qos_dirs == {
+        KubeQoS.GUARANTEED: "koordk8s/kubepods",
+        KubeQoS.BURSTABLE: "koordk8s/kubepods/burstable",
+        KubeQoS.BESTEFFORT: "koordk8s/kubepods/besteffort",
+    }
+    (be,) = [c for c in daemon._collectors() if isinstance(c, BECollector)]
+    assert be.be_dirs == (
+        "koordk8s/kubepods/besteffort",
+        "kubepods.slice/kubepods-besteffort.slice",
+    )

@@ -204,6 +204,93 @@ def test_systemd_layout() -> None:
     assert ls.request.kube_qos is KubeQoS.BURSTABLE
 
 
+UID_G = "11111111-aaaa-bbbb-cccc-000000000004"
+G_POD = pod(
+    UID_G,
+    "db",
+    "Guaranteed",
+    {"db": "c-g"},
+    resources={"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+)
+
+
+def store_from_flags(*argv: str) -> PodStore:
+    """The PodStore koordlet's daemon builds from its command line."""
+    config = config_from_args(build_parser().parse_args(list(argv)))
+    return PodStore(config.cgroup_driver, config.cgroup_root, config.cgroup_kube_dir)
+
+
+def test_pods_are_mapped_below_the_cgroup_kube_dir(tmp_path: Path) -> None:
+    """A kubelet with cgroupfs and cgroupRoot /koordk8s: its pods are under koordk8s/kubepods."""
+    (tmp_path / "cpu" / "koordk8s" / "kubepods").mkdir(parents=True)
+    store = store_from_flags(
+        f"--cgroup-root-dir={tmp_path}", "--cgroup-kube-dir=koordk8s/kubepods/"
+    )
+    store.put_container(
+        api.PodSandbox(
+            id="sandbox-3",
+            uid=UID_NRI,
+            linux=api.LinuxPodSandbox(cgroup_parent=f"/koordk8s/kubepods/burstable/pod{UID_NRI}"),
+        ),
+        api.Container(
+            id="c-n1",
+            pod_sandbox_id="sandbox-3",
+            name="app",
+            linux=api.LinuxContainer(
+                cgroups_path=f"/koordk8s/kubepods/burstable/pod{UID_NRI}/c-n1"
+            ),
+        ),
+    )
+    result = KubeletPodSync(store, list).reconcile([BE_POD, LS_POD, G_POD, NRI_POD])
+    assert (result.added, result.enriched) == (3, 1)
+    dirs = {
+        k.request.uid: (k.request.cgroup_dir, sorted(c.cgroup_dir for c in k.containers.values()))
+        for k in store
+    }
+    assert dirs == {
+        UID_BE: (
+            f"koordk8s/kubepods/besteffort/pod{UID_BE}",
+            [f"koordk8s/kubepods/besteffort/pod{UID_BE}/c-be"],
+        ),
+        UID_LS: (
+            f"koordk8s/kubepods/burstable/pod{UID_LS}",
+            [f"koordk8s/kubepods/burstable/pod{UID_LS}/c-ls"],
+        ),
+        UID_G: (f"koordk8s/kubepods/pod{UID_G}", [f"koordk8s/kubepods/pod{UID_G}/c-g"]),
+        UID_NRI: (
+            f"koordk8s/kubepods/burstable/pod{UID_NRI}",
+            [
+                f"koordk8s/kubepods/burstable/pod{UID_NRI}/c-n1",
+                f"koordk8s/kubepods/burstable/pod{UID_NRI}/c-n2",
+            ],
+        ),
+    }
+    # what the reconciler and the QoS manager write: the same kubelet's QoS dirs
+    assert store.kube_qos_dirs() == {
+        KubeQoS.GUARANTEED: "koordk8s/kubepods",
+        KubeQoS.BURSTABLE: "koordk8s/kubepods/burstable",
+        KubeQoS.BESTEFFORT: "koordk8s/kubepods/besteffort",
+    }
+
+
+def test_without_the_flag_pods_stay_under_kubepods(tmp_path: Path) -> None:
+    store = store_from_flags(f"--cgroup-root-dir={tmp_path}")
+    KubeletPodSync(store, list).reconcile([BE_POD, G_POD])
+    be, g = store.pod(KEY_PREFIX + UID_BE), store.pod(KEY_PREFIX + UID_G)
+    assert be is not None and g is not None
+    assert be.request.cgroup_dir == f"kubepods/besteffort/pod{UID_BE}"
+    assert g.containers["c-g"].cgroup_dir == f"kubepods/pod{UID_G}/c-g"
+
+
+def test_the_systemd_layout_ignores_the_cgroup_kube_dir() -> None:
+    """As Koordinator's systemd formatter: kubepods.slice/ whatever the kube dir."""
+    store = store_from_flags("--cgroup-driver=systemd", "--cgroup-kube-dir=koordk8s/kubepods/")
+    KubeletPodSync(store, list).reconcile([G_POD])
+    g = store.pod(KEY_PREFIX + UID_G)
+    assert g is not None
+    assert g.request.cgroup_dir == f"kubepods.slice/kubepods-pod{UID_G.replace('-', '_')}.slice"
+
+
 @pytest.mark.parametrize(
     ("resources", "init", "directory"),
     [

@@ -17,15 +17,17 @@ from .fakes import CgroupTree, be_pod, pod, write
 BE = "kubepods/besteffort"
 
 
-def set_be_cpu(tree: CgroupTree, cpus: str, quota: int, period: int = 100_000) -> None:
+def set_be_cpu(
+    tree: CgroupTree, cpus: str, quota: int, period: int = 100_000, *, be: str = BE
+) -> None:
     if tree.version == 1:
-        write(tree.file("cpuset", BE, "cpuset.cpus"), f"{cpus}\n")
-        write(tree.file("cpu", BE, "cpu.cfs_quota_us"), f"{quota}\n")
-        write(tree.file("cpu", BE, "cpu.cfs_period_us"), f"{period}\n")
+        write(tree.file("cpuset", be, "cpuset.cpus"), f"{cpus}\n")
+        write(tree.file("cpu", be, "cpu.cfs_quota_us"), f"{quota}\n")
+        write(tree.file("cpu", be, "cpu.cfs_period_us"), f"{period}\n")
     else:
-        write(tree.file("cpuset", BE, "cpuset.cpus"), "\n")  # empty unless set: not used
-        write(tree.file("cpuset", BE, "cpuset.cpus.effective"), f"{cpus}\n")
-        write(tree.file("cpu", BE, "cpu.max"), f"{'max' if quota < 0 else quota} {period}\n")
+        write(tree.file("cpuset", be, "cpuset.cpus"), "\n")  # empty unless set: not used
+        write(tree.file("cpuset", be, "cpuset.cpus.effective"), f"{cpus}\n")
+        write(tree.file("cpu", be, "cpu.max"), f"{'max' if quota < 0 else quota} {period}\n")
 
 
 @pytest.fixture(params=[1, 2], ids=["v1", "v2"])
@@ -128,6 +130,29 @@ def test_the_systemd_besteffort_slice_is_found(tmp_path: Path) -> None:
     tree.set_cpu(slice_dir, 0)
     collector = BECollector(lambda: [], tree.root, tmp_path / "sys")
     assert node_be(collector.collect(1.0))["real-limit"] == 6000.0
+
+
+def test_the_besteffort_cgroup_is_found_below_the_cgroup_kube_dir(tree: CgroupTree) -> None:
+    """A kubelet with cgroupRoot /koordk8s: --cgroup-kube-dir=koordk8s/kubepods/ reads its
+    besteffort cgroup, not the /kubepods one another kubelet left (the fixture's)."""
+    own = "koordk8s/kubepods/besteffort"
+    set_be_cpu(tree, "1,3,5", 70_000, be=own)  # 3 CPUs, 0.7 of a core of quota
+    tree.set_cpu(own, 4_000_000_000)
+    moved = BECollector(lambda: [], tree.root, tree.root / "sys", kube_dir="/koordk8s/kubepods/")
+    assert node_be(moved.collect(10.0)) == {"request": 0.0, "real-limit": 700.0}
+    tree.set_cpu(own, 4_300_000_000)  # 0.3 s of CPU in 2 s: 150 milli-cores
+    tree.set_cpu(BE, 90_000_000_000)  # the stale /kubepods tree's counter is not read
+    assert node_be(moved.collect(12.0)) == {"request": 0.0, "real-limit": 700.0, "usage": 150.0}
+    # the default still reads /kubepods/besteffort (4 CPUs capped at 2.5 cores)
+    default = BECollector(lambda: [], tree.root, tree.root / "sys")
+    assert node_be(default.collect(10.0))["real-limit"] == 2500.0
+
+
+def test_a_cgroup_kube_dir_without_its_besteffort_cgroup_finds_none(tree: CgroupTree) -> None:
+    """The fixture's /kubepods tree is not a fallback for another kube dir."""
+    moved = BECollector(lambda: [], tree.root, tree.root / "sys", kube_dir="koordk8s/kubepods/")
+    assert node_be(moved.collect(1.0)) == {"request": 0.0}
+    assert moved.skipped == {"no-besteffort-cgroup": 1}
 
 
 def test_v2_without_the_cpuset_controller_uses_the_online_cpus(tmp_path: Path) -> None:

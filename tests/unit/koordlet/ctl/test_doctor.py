@@ -542,6 +542,38 @@ def test_both_kubepods_layouts_warn(config: DoctorConfig) -> None:
     assert doctor.check_cgroup(config).status is Status.WARN
 
 
+def test_kubepods_below_the_cgroup_kube_dir_is_the_cgroupfs_driver(config: DoctorConfig) -> None:
+    hybrid_tree(config.cgroup_root)
+    (config.cgroup_root / "cpu" / "koordk8s" / "kubepods").mkdir(parents=True)
+    moved = replace(config, cgroup_kube_dir="/koordk8s/kubepods/")
+
+    assert "no kubepods yet" in doctor.check_cgroup(config).finding  # not where it looks
+    check = doctor.check_cgroup(moved)
+    assert check.status is Status.OK
+    assert "koordk8s/kubepods/ (cgroupfs driver)" in check.finding
+    (config.cgroup_root / "cpu" / "kubepods.slice").mkdir()
+    both = doctor.check_cgroup(moved)
+    assert both.status is Status.WARN
+    assert "both kubepods.slice and koordk8s/kubepods/" in both.finding
+
+
+def test_koordctl_doctor_takes_koordlets_cgroup_kube_dir(
+    config: DoctorConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    v2_tree(config.cgroup_root)
+    (config.cgroup_root / "koordk8s" / "kubepods").mkdir(parents=True)
+
+    ctl.main([*ctl_args(config), "--cgroup-kube-dir=koordk8s/kubepods/", "--json"])
+
+    report = json.loads(capsys.readouterr().out)
+    (cgroup,) = [c for c in report["checks"] if c["name"] == "cgroup"]
+    assert "koordk8s/kubepods/ (cgroupfs driver)" in cgroup["finding"]
+    with pytest.raises(SystemExit) as exit_:
+        ctl.main([*ctl_args(config), "--cgroup-kube-dir=.."])
+    assert exit_.value.code == 2
+    assert "not a cgroup directory below the hierarchy root" in capsys.readouterr().err
+
+
 # -- kernel features ------------------------------------------------------------------------
 
 

@@ -1,0 +1,91 @@
+"""The co-located workload the cluster tier and ``make cluster`` run: an LS web Deployment and
+a batch Job turned BE by a ClusterColocationProfile (Koordinator's own example's shape: the
+profile sets the QoS class, the koord-batch priority and schedulerName koord-scheduler, and
+koord-manager's webhook moves the Job's cpu and memory into batch-cpu and batch-memory)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.e2e.harness import images
+
+BATCH_NAMESPACE = "batch-jobs"
+JOB = "crunch"
+WEB = "web"
+
+PROFILE = f"""
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: {BATCH_NAMESPACE}
+  labels: {{koordinator.sh/enable-colocation: "true"}}
+---
+apiVersion: config.koordinator.sh/v1alpha1
+kind: ClusterColocationProfile
+metadata: {{name: batch-jobs}}
+spec:
+  namespaceSelector: {{matchLabels: {{koordinator.sh/enable-colocation: "true"}}}}
+  qosClass: BE
+  priorityClassName: koord-batch
+  schedulerName: koord-scheduler
+"""
+
+# 150m/1300m and 192Mi/448Mi: BE values koordlet sets from them are unlike anything the
+# kubelet would give a BestEffort pod (shares 2, no quota, no memory limit). The request is
+# small: batch-cpu on a busy 2-core node, where the whole cluster counts as system usage, can
+# be a few hundred milli-CPUs.
+BATCH_CPU_REQUEST, BATCH_CPU_LIMIT = 150, 1300  # milli
+BATCH_MEMORY_REQUEST, BATCH_MEMORY_LIMIT = 192 * 2**20, 448 * 2**20
+
+BATCH_JOB = f"""
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: {JOB}, namespace: {BATCH_NAMESPACE}}}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: {JOB}
+          image: {images.WORKLOAD.ref}
+          imagePullPolicy: Never
+          command: ["sleep", "3600"]
+          resources:
+            requests: {{cpu: {BATCH_CPU_REQUEST}m, memory: {BATCH_MEMORY_REQUEST // 2**20}Mi}}
+            limits: {{cpu: {BATCH_CPU_LIMIT}m, memory: {BATCH_MEMORY_LIMIT // 2**20}Mi}}
+"""
+
+LS_DEPLOYMENT = f"""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {WEB}, namespace: default}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: {WEB}}}}}
+  template:
+    metadata: {{labels: {{app: {WEB}, koordinator.sh/qosClass: LS}}}}
+    spec:
+      containers:
+        - name: {WEB}
+          image: {images.WORKLOAD.ref}
+          imagePullPolicy: Never
+          command: ["sleep", "3600"]
+          resources:
+            requests: {{cpu: 300m, memory: 48Mi}}
+            limits: {{cpu: 600m, memory: 48Mi}}
+"""
+
+
+def job_pod(items: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The Job's pod among ``items`` (a pod list of the batch namespace), if there is one."""
+    found = [p for p in items if p["metadata"].get("labels", {}).get("job-name") == JOB]
+    return found[0] if found else None
+
+
+def container_id(pod: dict[str, Any]) -> str | None:
+    """The running container's id (containerd://<id> in the pod's status), else None."""
+    for status in pod.get("status", {}).get("containerStatuses", []):
+        if "running" in status.get("state", {}) and status.get("containerID"):
+            return str(status["containerID"]).partition("://")[2]
+    return None
