@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)
 
 .PHONY: setup demo demo-v2 test lint typecheck unit e2e e2e-host e2e-v2 e2e-cluster kube \
-	cluster cluster-down kind clean
+	cluster cluster-down clean
 
 setup:
 	@scripts/setup.sh
@@ -63,10 +63,6 @@ cluster: setup kube
 
 cluster-down:
 	@$(PY) scripts/cluster.py down
-
-# The control plane on a kind cluster (needs Docker, pytest-kind and helm; not part of `test`).
-kind: setup
-	$(VENV)/bin/pytest -q -rs tests/kind
 
 clean:
 	rm -rf $(VENV) .cache .mypy_cache .ruff_cache .pytest_cache

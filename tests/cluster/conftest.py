@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -80,4 +79,6 @@ def keep_logs(cluster: Cluster) -> None:
         text = cluster.kubectl(
             "logs", "-n", meta["namespace"], meta["name"], "--all-containers", check=False
         )
-        Path(target / f"pod-{meta['namespace']}-{meta['name']}.log").write_text(text)
+        kept = target / f"pod-{meta['namespace']}-{meta['name']}.log"
+        if text or not kept.exists():  # a pod's log kept before the uninstall stays
+            kept.write_text(text)

@@ -117,10 +117,10 @@ def _build(module: Path, binary: Path, say: Callable[[str], None]) -> None:
     start = time.monotonic()
     partial = binary.with_name(f"{binary.name}.partial")
     command = [go(), "build", "-trimpath", "-ldflags", ldflags(), "-o", str(partial), "."]
-    done = subprocess.run(
-        command, cwd=module, env=dict(os.environ, CGO_ENABLED="0"),
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    # Go's caches live under HOME (~/.cache/go-build, ~/go/pkg/mod): a CI environment without
+    # HOME still finds the machine's.
+    env = {"HOME": str(Path.home()), **os.environ, "CGO_ENABLED": "0"}
+    done = subprocess.run(command, cwd=module, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
         raise BuildError(f"go build in {module} failed (exit {done.returncode}):\n{tail}")

@@ -33,6 +33,13 @@ def test_koordlet_reports_a_nodemetric_and_koord_manager_publishes_batch_resourc
         timeout=180,
     )
     assert "cpu" in metric and "memory" in metric
+    # koord-manager rendered the node's NodeSLO from the chart's slo-controller-config
+    slo = cluster.get(f"/apis/slo.koordinator.sh/v1alpha1/nodeslos/{NODE_NAME}")
+    thresholds = slo["spec"]["resourceUsedThresholdWithBE"]
+    assert (
+        thresholds["cpuSuppressThresholdPercent"],
+        thresholds["memoryEvictThresholdPercent"],
+    ) == (65, 70)
 
     def published() -> dict[str, str] | None:
         found = allocatable(cluster)
