@@ -87,6 +87,12 @@ KubeletObserver = Callable[[str, str, str, float], None]
 PODS_PATH = "/pods/"
 
 
+# The kind of a KubeletError raised while the Node has not come from the API yet: at every
+# start in a cluster the first list runs before the Node informer's first answer (seen on a real
+# kube-apiserver), so it is a wait, logged at INFO, not a failure.
+WAITING_FOR_NODE = "waiting"
+
+
 class KubeletError(Exception):
     """A failed pod list; ``kind`` groups failures for logging once."""
 
@@ -114,7 +120,10 @@ def resolve_endpoint(
     insecure_tls: bool = False,
     read_only_port: int = DEFAULT_READ_ONLY_PORT,
 ) -> KubeletEndpoint:
-    """Where the kubelet of ``node`` serves, as Koordinator picks it (see the module doc)."""
+    """Where the kubelet of ``node`` serves, as Koordinator picks it (see the module doc); an
+    empty ``node`` is one not known yet (KubeletError of kind WAITING_FOR_NODE)."""
+    if not node:
+        raise KubeletError(WAITING_FOR_NODE, "the Node is not known yet (waiting for the API)")
     status = node.get("status") or {}
     wanted = preferred_address_type
     if wanted not in ADDRESS_TYPES:
@@ -408,7 +417,8 @@ class KubeletPodSync:
     def _failed(self, kind: str, message: str) -> None:
         self.failures += 1
         if kind != self.last_error:
-            log.warning("%s; keeping the last pod list", message)
+            level = logging.INFO if kind == WAITING_FOR_NODE else logging.WARNING
+            log.log(level, "%s; keeping the last pod list", message)
         self.last_error = kind
 
     def reconcile(self, listed: list[Object]) -> SyncResult:

@@ -409,6 +409,26 @@ def test_failure_keeps_the_last_good_list_and_logs_once(
     assert asyncio.run(sync.sync_once()) is not None and sync.last_error is None
 
 
+def test_a_node_not_known_yet_is_waited_for_quietly_then_a_missing_address_warns(
+    kubelet: FakeKubelet, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On a real cluster koordlet's first list runs before the Node informer's first answer:
+    that is logged at INFO; a known Node without the address is a warning."""
+    kubelet.reply = {"items": [BE_POD]}
+    node: dict[str, object] = {}
+    client = KubeletClient(lambda: resolve_endpoint(node), timeout=2.0)
+    sync = KubeletPodSync(PodStore(), client.get_pods)
+    with caplog.at_level(logging.INFO, logger="koordlet.cluster.kubelet"):
+        assert asyncio.run(sync.sync_once()) is None
+        assert asyncio.run(sync.sync_once()) is None
+        node.update({"status": {"addresses": [{"type": "Hostname", "address": "n7"}]}})
+        assert asyncio.run(sync.sync_once()) is None
+    levels = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert [level for level, _ in levels] == [logging.INFO, logging.WARNING], levels
+    assert "not known yet" in levels[0][1] and "no InternalIP address" in levels[1][1]
+    assert sync.failures == 3 and sync.last_pods is None
+
+
 def test_read_only_port_zero_uses_the_authenticated_port_with_the_token(
     tmp_path: Path,
 ) -> None:
