@@ -25,7 +25,7 @@ from tests.e2e.harness import paths
 STATE_DIR = paths.CACHE / "cluster"
 STATE = STATE_DIR / "cluster.json"
 KUBECTL = STATE_DIR / "kubectl"
-BATCH_CPU, BATCH_MEMORY = "kubernetes.io/batch-cpu", "kubernetes.io/batch-memory"
+BATCH_CPU, BATCH_MEMORY = workload.BATCH_CPU, workload.BATCH_MEMORY
 EXPLANATION = "koordinator-py.io/node-resource-explanation"
 
 
@@ -55,7 +55,9 @@ def up() -> int:
     say(f"cluster: chart {helm.CHART.name} installed by Helm in {time.monotonic() - start:.0f} s")
     say(cluster.kubectl("get", "pods", "-n", helm.NAMESPACE, "-o", "wide"))
 
-    node = cluster.wait_for("batch resources on the Node", lambda: batch(cluster), timeout=300)
+    node = cluster.wait_for(
+        "batch resources on the Node", lambda: workload.batch_node(cluster), timeout=300
+    )
     say(f"NODE {NODE_NAME}  allocatable batch-cpu {node['status']['allocatable'][BATCH_CPU]}m "
         f"batch-memory {int(node['status']['allocatable'][BATCH_MEMORY]) >> 20}Mi "
         "(koord-manager, from koordlet's NodeMetric)")  # fmt: skip
@@ -66,7 +68,9 @@ def up() -> int:
 
     for manifest in (workload.PROFILE, workload.LS_DEPLOYMENT, workload.BATCH_JOB):
         cluster.apply(manifest)
-    job = cluster.wait_for("the batch Job's pod running", lambda: running_job(cluster), 180)
+    job = cluster.wait_for(
+        "the batch Job's pod running", lambda: workload.running_job_pod(cluster), 180
+    )
     web = cluster.wait_for("the web pod running", lambda: running_web(cluster), 180)
     say(f"{'POD':34} {'QOS':4} {'SCHEDULER':16} {'NODE':11} PLACED")
     for pod in (web, job):
@@ -74,8 +78,8 @@ def up() -> int:
         qos = meta.get("labels", {}).get("koordinator.sh/qosClass", "-")
         say(f"{meta['namespace'] + '/' + meta['name']:34} {qos:4} {spec['schedulerName']:16} "
             f"{spec['nodeName']:11} {scheduled_message(cluster, pod)}")  # fmt: skip
-    for line in bind_lines(cluster, job):
-        say(f"  koord-scheduler: {line}")
+    for line in workload.bind_lines(cluster, job):
+        say(f"  koord-scheduler: {line.split(' ', 3)[-1]}")
     say()
 
     uid, cid = job["metadata"]["uid"], workload.container_id(job)
@@ -95,46 +99,16 @@ def up() -> int:
     return 0
 
 
-def batch(cluster: Cluster) -> dict[str, Any] | None:
-    node: dict[str, Any] = cluster.get(f"/api/v1/nodes/{NODE_NAME}")
-    allocatable = node["status"]["allocatable"]
-    return node if allocatable.get(BATCH_CPU) and allocatable.get(BATCH_MEMORY) else None
-
-
-def running_job(cluster: Cluster) -> dict[str, Any] | None:
-    pods = cluster.get(f"/api/v1/namespaces/{workload.BATCH_NAMESPACE}/pods")["items"]
-    pod = workload.job_pod(pods)
-    return pod if pod and workload.container_id(pod) else None
-
-
 def running_web(cluster: Cluster) -> dict[str, Any] | None:
     pods = cluster.get("/api/v1/namespaces/default/pods?labelSelector=app%3Dweb")["items"]
     return next((p for p in pods if workload.container_id(p)), None)
 
 
 def scheduled_message(cluster: Cluster, pod: dict[str, Any]) -> str:
-    events = cluster.kubectl_json("get", "events", "-n", pod["metadata"]["namespace"])["items"]
-    for event in events:
-        if (
-            event.get("reason") == "Scheduled"
-            and event["involvedObject"]["uid"] == pod["metadata"]["uid"]
-        ):
-            who = event.get("reportingComponent") or event.get("source", {}).get("component")
-            return f"{who}: {event.get('message', '')}"
-    return "(no Scheduled event)"
-
-
-def bind_lines(cluster: Cluster, pod: dict[str, Any]) -> list[str]:
-    target = f"target={pod['metadata']['namespace']}/{pod['metadata']['name']} "
-    logs = cluster.kubectl(
-        "logs", "-n", helm.NAMESPACE, "-l", "app.kubernetes.io/component=scheduler",
-        "--tail=-1", check=False,
-    )  # fmt: skip
-    return [
-        line.split(" ", 3)[-1]
-        for line in logs.splitlines()
-        if "extender bind" in line and target in line
-    ]
+    event = workload.scheduled_event(cluster, pod)
+    if event is None:
+        return "(no Scheduled event)"
+    return f"{workload.reporter(event)}: {event.get('message', '')}"
 
 
 def down() -> int:

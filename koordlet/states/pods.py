@@ -121,6 +121,7 @@ class PodStore:
         self.configured_driver = cgroup_driver
         self.cgroup_root = cgroup_root
         self.kube_dir = parse_kube_dir(kube_dir)
+        self._qos_dirs = {driver: kube_qos_dirs(driver, self.kube_dir) for driver in CGROUP_DRIVERS}
         self._pods: dict[str, KnownPod] = {}
         self._specs: dict[str, PodSpecFacts] = {}  # by pod uid, from the kubelet's pod list
         self.generation = 0  # bumped on every change: cheap "did anything change?"
@@ -206,7 +207,7 @@ class PodStore:
         return found or CGROUPFS
 
     def kube_qos_dirs(self) -> dict[KubeQoS, str]:
-        return kube_qos_dirs(self.cgroup_driver(), self.kube_dir)
+        return self._qos_dirs[self.cgroup_driver()]
 
     def entries(self) -> list[tuple[str, KnownPod]]:
         """The known pods with their keys (sandbox ids, or another source's own keys)."""

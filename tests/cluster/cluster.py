@@ -18,9 +18,10 @@ The namespace has the node's address on a dummy link, the pods' bridge, and loop
 is routed out of it. The harness and tests reach the API server from a thread that entered the
 namespace (``Cluster.api``) or with ``kubectl`` run inside it (``Cluster.kubectl``).
 
-Every file is under one temporary folder; teardown removes pods, stops every process it
-started (by pid), releases the kubelet's mounts, removes the cgroups under the kubelet's root,
-the namespace and the folder, and returns what it could not remove.
+Every file is under one temporary folder; teardown stops every process it started (by pid),
+removes the pods containerd still has through CRI, releases the kubelet's mounts, removes the
+cgroups under the kubelet's root, the namespaces and the folder, and returns what it could not
+remove.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -39,7 +41,7 @@ import textwrap
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,6 +159,16 @@ def _run(*command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return done
 
 
+def _answers(path: Path) -> bool:
+    """Whether something listens on the Unix socket ``path``."""
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
 def kubeconfig(server: str, ca: Path, pair: pki.Pair, user: str) -> str:
     cluster = {"server": server, "certificate-authority": str(ca)}
     credentials = {"client-certificate": str(pair.cert), "client-key": str(pair.key)}
@@ -246,7 +258,7 @@ class Cluster:
             "--unsafe-no-fsync", "--log-level=warn",
         ])  # fmt: skip
         self._spawn("kube-apiserver", self._apiserver_args())
-        self._wait("the API server's /readyz", lambda: self.api_get_raw("/readyz") == "ok", timeout)
+        self._wait("the API server's /readyz", lambda: self.get("/readyz") == "ok", timeout)
         self._spawn("kube-controller-manager", self._controller_manager_args())
         self._spawn("kube-scheduler", [
             "kube-scheduler", f"--kubeconfig={self.config_path('kube-scheduler')}",
@@ -447,17 +459,12 @@ class Cluster:
         return self.containerd
 
     def _start_containerd(self) -> None:
-        if NRI_SOCKET.exists():
-            with contextlib.suppress(OSError):
-                import socket  # noqa: PLC0415
-
-                with socket.socket(socket.AF_UNIX) as probe:
-                    probe.connect(str(NRI_SOCKET))
-                    raise ClusterError(
-                        f"{NRI_SOCKET} answers: another containerd serves NRI on this machine; "
-                        "the cluster's node must (koordlet's DaemonSet mounts /var/run/nri)"
-                    )
-            NRI_SOCKET.unlink()
+        if _answers(NRI_SOCKET):
+            raise ClusterError(
+                f"{NRI_SOCKET} answers: another containerd serves NRI on this machine; "
+                "the cluster's node must (koordlet's DaemonSet mounts /var/run/nri)"
+            )
+        NRI_SOCKET.unlink(missing_ok=True)  # a socket left by a containerd that was killed
         self.made_nri_dir = not NRI_SOCKET.parent.exists()
         NRI_SOCKET.parent.mkdir(parents=True, exist_ok=True)
         settings = ctrd.Settings(layout=KubeletLayout("cgroupfs"), enter=self.node_enter)
@@ -610,9 +617,6 @@ class Cluster:
 
         return self.in_netns(call)
 
-    def api_get_raw(self, path: str) -> Any:
-        return self.api("GET", path)
-
     def get(self, path: str) -> Any:
         return self.api("GET", path)
 
@@ -669,10 +673,6 @@ class Cluster:
         if self._torn_down is not None:
             return self._torn_down
         problems: list[str] = []
-        kubelet = next((p for p in self.processes if p.name == "kubelet"), None)
-        if kubelet is not None and kubelet.alive() and self.containerd is not None:
-            with contextlib.suppress(Exception):
-                self._remove_pods()
         for p in reversed(self.processes):
             if p.name != "containerd":
                 p.stop()
@@ -706,11 +706,6 @@ class Cluster:
             shutil.rmtree(self.base, ignore_errors=True)
         self._torn_down = problems
         return problems
-
-    def _remove_pods(self) -> None:
-        """Delete every namespace's pods and wait a little for the kubelet to stop them."""
-        self.kubectl("delete", "pods", "--all", "-A", "--grace-period=1", "--wait=false",
-                     check=False, timeout=30)  # fmt: skip
 
     def _remove_sandboxes(self) -> list[str]:
         """Stop and remove the pods containerd still has (the kubelet is gone) through CRI, as
@@ -755,14 +750,3 @@ class Cluster:
             except OSError as err:
                 problems.append(f"cgroup {top}: {err}")
         return problems
-
-
-@contextlib.contextmanager
-def running(timeout: float = 180.0) -> Iterator[Cluster]:
-    cluster = Cluster.start(timeout=timeout)
-    try:
-        yield cluster
-    finally:
-        problems = cluster.teardown()
-        if problems:
-            log.warning("cluster teardown: %s", problems)

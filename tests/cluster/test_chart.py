@@ -7,7 +7,7 @@ from typing import Any
 
 from tests.cluster.cluster import NODE_NAME, Cluster
 from tests.cluster.helm import NAMESPACE
-from tests.cluster.test_chain import reporter
+from tests.cluster.workload import reporter
 
 DEPLOYMENTS = ("koord-manager", "koord-scheduler", "koord-descheduler", "koord-kube-scheduler")
 

@@ -1,14 +1,18 @@
 """The co-located workload the cluster tier and ``make cluster`` run: an LS web Deployment and
 a batch Job turned BE by a ClusterColocationProfile (Koordinator's own example's shape: the
 profile sets the QoS class, the koord-batch priority and schedulerName koord-scheduler, and
-koord-manager's webhook moves the Job's cpu and memory into batch-cpu and batch-memory)."""
+koord-manager's webhook moves the Job's cpu and memory into batch-cpu and batch-memory), and
+what the tests and ``make cluster`` ask the cluster about it."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from tests.cluster.cluster import NODE_NAME, Cluster
+from tests.cluster.helm import NAMESPACE
 from tests.e2e.harness import images
 
+BATCH_CPU, BATCH_MEMORY = "kubernetes.io/batch-cpu", "kubernetes.io/batch-memory"
 BATCH_NAMESPACE = "batch-jobs"
 JOB = "crunch"
 WEB = "web"
@@ -89,3 +93,41 @@ def container_id(pod: dict[str, Any]) -> str | None:
         if "running" in status.get("state", {}) and status.get("containerID"):
             return str(status["containerID"]).partition("://")[2]
     return None
+
+
+def batch_node(cluster: Cluster) -> dict[str, Any] | None:
+    """The Node, once koord-manager has published batch-cpu and batch-memory on it."""
+    node: dict[str, Any] = cluster.get(f"/api/v1/nodes/{NODE_NAME}")
+    allocatable = node["status"]["allocatable"]
+    return node if allocatable.get(BATCH_CPU) and allocatable.get(BATCH_MEMORY) else None
+
+
+def running_job_pod(cluster: Cluster) -> dict[str, Any] | None:
+    """The batch Job's pod once its container runs."""
+    pod = job_pod(cluster.get(f"/api/v1/namespaces/{BATCH_NAMESPACE}/pods")["items"])
+    return pod if pod and container_id(pod) else None
+
+
+def reporter(event: dict[str, Any]) -> str:
+    """Who reported an Event (events.k8s.io's reportingController, core's source)."""
+    return str(event.get("reportingComponent") or event.get("source", {}).get("component"))
+
+
+def scheduled_event(cluster: Cluster, pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The pod's Scheduled Event, if there is one yet."""
+    events = cluster.kubectl_json("get", "events", "-n", pod["metadata"]["namespace"])["items"]
+    for event in events:
+        involved = event.get("involvedObject", {})
+        if event.get("reason") == "Scheduled" and involved.get("uid") == pod["metadata"]["uid"]:
+            return dict(event)
+    return None
+
+
+def bind_lines(cluster: Cluster, pod: dict[str, Any]) -> list[str]:
+    """koord-scheduler's "extender bind" audit lines about ``pod`` (every replica's log)."""
+    target = f"target={pod['metadata']['namespace']}/{pod['metadata']['name']} "
+    logs = cluster.kubectl(
+        "logs", "-n", NAMESPACE, "-l", "app.kubernetes.io/component=scheduler",
+        "--tail=-1", "--prefix=false", check=False,
+    )  # fmt: skip
+    return [line for line in logs.splitlines() if "extender bind" in line and target in line]
