@@ -16,27 +16,17 @@ import argparse
 import datetime
 import json
 import re
-import socket
 import statistics
 import sys
 import time
-from pathlib import Path
 
+from tests.e2e.harness.containerd import accepting
 from tests.e2e.harness.cri import ContainerSpec
 from tests.e2e.harness.koordlet import PLUGIN_ID, KoordletProcess
 from tests.e2e.harness.node import Node
 from tests.e2e.test_koordlet import MiB, be_pod
 
 CONNECTED = re.compile(r'time="([^"]+)".*plugin \\"' + re.escape(PLUGIN_ID) + r'\\" connected')
-
-
-def accepting(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX) as sock:
-        try:
-            sock.connect(str(path))
-        except OSError:
-            return False
-        return True
 
 
 def log_time(stamp: str) -> float:

@@ -33,7 +33,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -157,16 +156,6 @@ def _run(*command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     if check and done.returncode != 0:
         raise ClusterError(f"{' '.join(command)}: {done.stderr.strip() or done.stdout.strip()}")
     return done
-
-
-def _answers(path: Path) -> bool:
-    """Whether something listens on the Unix socket ``path``."""
-    with socket.socket(socket.AF_UNIX) as probe:
-        try:
-            probe.connect(str(path))
-        except OSError:
-            return False
-    return True
 
 
 def kubeconfig(server: str, ca: Path, pair: pki.Pair, user: str) -> str:
@@ -459,7 +448,7 @@ class Cluster:
         return self.containerd
 
     def _start_containerd(self) -> None:
-        if _answers(NRI_SOCKET):
+        if ctrd.accepting(NRI_SOCKET):
             raise ClusterError(
                 f"{NRI_SOCKET} answers: another containerd serves NRI on this machine; "
                 "the cluster's node must (koordlet's DaemonSet mounts /var/run/nri)"

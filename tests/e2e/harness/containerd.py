@@ -176,6 +176,16 @@ state = {_q(layout.state)}
 """
 
 
+def accepting(path: Path) -> bool:
+    """Whether something listens on the Unix socket ``path``."""
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
 def mounts_under(base: Path, mountinfo: str | None = None) -> list[Path]:
     """Mount points at or below ``base``, deepest first (the order to unmount them in)."""
     if mountinfo is None:
@@ -317,13 +327,8 @@ class Containerd:
                 raise ContainerdError(
                     f"containerd exited during start-up; log {self.layout.log}:\n{self.log_tail()}"
                 )
-            if self.layout.address.exists():
-                with socket.socket(socket.AF_UNIX) as s:
-                    try:
-                        s.connect(str(self.layout.address))
-                        return
-                    except OSError:
-                        pass
+            if accepting(self.layout.address):
+                return
             time.sleep(0.05)
         raise ContainerdError(
             f"containerd did not listen within {scaled(timeout):g}s; log {self.layout.log}"
