@@ -6,6 +6,8 @@ run from the one image that set-up builds from the Containerfile (.cache/images/
 
 from __future__ import annotations
 
+import json
+import tarfile
 import time
 import urllib.error
 import urllib.request
@@ -18,15 +20,30 @@ from tests.e2e.harness.node import Node
 from tests.e2e.harness.timing import deadline, scaled
 
 IMAGE_ARCHIVE = paths.IMAGES_DIR / "koordlet.tar"
+OCI_REF_NAME = "org.opencontainers.image.ref.name"
 
 
 def import_image(node: Node) -> None:
     """Load the image into containerd, as a node's images are side-loaded where no registry
-    answers; the kubelet then finds it present (pullPolicy IfNotPresent) and pulls nothing."""
+    answers; the kubelet then finds it present (pullPolicy IfNotPresent) and pulls nothing.
+
+    Returns once CRI reports the archive's image: CRI's image store learns of an import from
+    containerd's event stream, after ``ctr`` has returned (containerd 2.1 was seen to answer
+    "not found" for a moment)."""
     archive = paths.require(IMAGE_ARCHIVE, "the koordlet image (scripts/setup.sh builds it)")
     node.containerd.ctr(
         "images", "import", "--snapshotter", node.containerd.settings.snapshotter, str(archive)
     )
+    with tarfile.open(archive) as tar:
+        index = tar.extractfile("index.json")
+        assert index is not None, f"{archive} has no index.json"
+        (manifest,) = json.load(index)["manifests"]
+    image = manifest["annotations"][OCI_REF_NAME]
+    end = deadline(10)
+    while not image_present(node, image):
+        if time.monotonic() >= end:
+            raise AssertionError(f"{image} is not on the node {scaled(10):g}s after the import")
+        time.sleep(0.1)
 
 
 def image_present(node: Node, image: str) -> bool:
