@@ -20,7 +20,6 @@ from typing import Any
 
 from koordapi import keys
 from koordapi.quantity import parse_quantity
-from koordkube.testing import FakeKubeAPI
 from koordlet.ctl import status as chain
 from koordlet.ctl.client import fetch
 from manager.app import Manager, ManagerOptions
@@ -29,6 +28,7 @@ from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess
 from tests.e2e.harness.node import Node
 from tests.e2e.harness.timing import scaled
+from tests.fakekube import FakeKubeAPI
 
 NS = "koordinator-system"
 RESERVED_MILLI = 100  # capacity - allocatable on the Node built here

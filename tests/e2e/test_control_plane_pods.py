@@ -38,7 +38,6 @@ import yaml
 from koordapi import keys
 from koordapi.quantity import value
 from koordkube.resources import SLO_GROUP
-from koordkube.testing import KINDS, FakeKubeAPI, Kind
 from tests.e2e.harness.apiserver import ApiServer
 from tests.e2e.harness.chartpods import (
     container_log,
@@ -51,6 +50,7 @@ from tests.e2e.harness.node import Node
 from tests.e2e.harness.podnet import PodNetwork, plugin_dir
 from tests.e2e.harness.podspec import KubeletPod, ServiceAccount, run_as_kubelet
 from tests.e2e.harness.timing import scaled
+from tests.fakekube import KINDS, FakeKubeAPI, Kind
 from tests.unit.charts import helm
 
 NAMESPACE = "koordinator-system"

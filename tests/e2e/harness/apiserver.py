@@ -29,7 +29,7 @@ import httpx2
 import trustme
 from aiohttp import web
 
-from koordkube.testing import FakeKubeAPI
+from tests.fakekube import FakeKubeAPI
 
 T = TypeVar("T")
 METHODS_WITH_BODY = ("POST", "PUT", "PATCH")

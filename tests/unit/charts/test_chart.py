@@ -17,12 +17,12 @@ import yaml
 from koordapi.features import DEFAULTS as FEATURE_GATES
 from koordapi.nodeslo import NodeSLOSpec
 from koordkube.eviction import EvictionAPI
-from koordkube.testing import FakeKubeAPI
 from koordlet.cli import build_parser, config_from_args
 from koordlet.cluster import cancel_and_wait
 from koordlet.cluster.nodeconfig import NodeConfigInformer
 from koordlet.cluster.reporter import NodeMetricReporter
 from koordlet.cluster.topology import TopologyPublisher
+from tests.fakekube import FakeKubeAPI
 from tests.unit.charts import helm
 from tests.unit.charts.conftest import (
     CUSTOM_NODE_SELECTOR,

@@ -28,10 +28,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from koordkube.testing import FakeKubeAPI, RecordedRequest
 from manager.app import Manager, ManagerOptions
 from manager.cli import build_parser, options_from_args
 from manager.selectors import matches
+from tests.fakekube import FakeKubeAPI, RecordedRequest
 from tests.unit.charts import helm
 from tests.unit.charts.conftest import (
     CHART_VALUES,

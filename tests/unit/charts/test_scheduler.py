@@ -31,9 +31,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from koordapi import keys
-from koordkube.testing import FakeKubeAPI
 from scheduler import cli as scheduler_cli
 from scheduler.loadaware import LoadAwareArgs
+from tests.fakekube import FakeKubeAPI
 from tests.unit.charts import helm
 from tests.unit.charts.conftest import (
     CHART_VALUES,

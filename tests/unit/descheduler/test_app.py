@@ -1,4 +1,4 @@
-"""koord-descheduler running on koordkube.testing.FakeKubeAPI: the LowNodeLoad round creates
+"""koord-descheduler running on tests.fakekube.FakeKubeAPI: the LowNodeLoad round creates
 a PodMigrationJob, arbitration passes it, the pod is evicted through the Eviction API (a PDB's
 429 retried), the job succeeds; dry runs, ReservationFirst, timeouts, the Lease."""
 
@@ -25,7 +25,7 @@ from descheduler.migration.job import (
     REASON_UNSUPPORTED_MODE,
     STATUS_DRY_RUN,
 )
-from koordkube.testing import KINDS, FakeKubeAPI, Kind
+from tests.fakekube import KINDS, FakeKubeAPI, Kind
 from tests.unit.koordkube.fakes import eventually
 
 GI = 1 << 30

@@ -13,7 +13,7 @@ from lightkube.resources.core_v1 import ConfigMap, Node, Pod
 
 from koordkube import client as kc
 from koordkube.resources import NodeSLO
-from koordkube.testing import FakeKubeAPI
+from tests.fakekube import FakeKubeAPI
 from tests.unit.koordkube.fakes import node, run, write_kubeconfig
 
 NO_WAIT = kc.Backoff(initial=0.0, cap=0.0, jitter=0.0)

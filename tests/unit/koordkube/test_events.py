@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from koordkube.events import WARNING, EventRecorder
-from koordkube.testing import FakeKubeAPI
+from tests.fakekube import FakeKubeAPI
 from tests.unit.koordkube.fakes import run
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "shop"}}

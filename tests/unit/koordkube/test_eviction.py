@@ -20,7 +20,7 @@ from lightkube.config.models import Cluster, User
 
 from koordkube.client import KubeApi, build_client, in_cluster_config
 from koordkube.eviction import EvictionAPI, EvictionResult
-from koordkube.testing import FakeKubeAPI
+from tests.fakekube import FakeKubeAPI
 
 
 @dataclass

@@ -16,7 +16,7 @@ from lightkube.types import PatchType
 
 from koordkube.client import KubeApi
 from koordkube.resources import NodeMetric
-from koordkube.testing import FakeKubeAPI
+from tests.fakekube import FakeKubeAPI
 from tests.unit.koordkube.fakes import node, pod, run
 
 

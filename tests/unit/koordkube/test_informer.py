@@ -11,7 +11,7 @@ import pytest
 from lightkube.resources.core_v1 import Node, Pod
 
 from koordkube.informer import Informer
-from koordkube.testing import FakeKubeAPI
+from tests.fakekube import FakeKubeAPI
 from tests.unit.koordkube.fakes import eventually, node, pod, run, settle
 
 

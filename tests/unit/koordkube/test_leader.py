@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from koordkube.leader import LeaderElectionConfig, LeaderElector, micro_time
-from koordkube.testing import FakeKubeAPI
+from tests.fakekube import FakeKubeAPI
 from tests.unit.koordkube.fakes import ManualClock, eventually, run, settle
 
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

@@ -10,9 +10,9 @@ from typing import Any
 
 import aiohttp
 
-from koordkube.testing import FakeKubeAPI
 from manager.app import Manager, ManagerOptions
 from manager.webhooks.admission import AdmissionResponse, parse_review
+from tests.fakekube import FakeKubeAPI
 from tests.unit.manager.webhooks import builders
 
 

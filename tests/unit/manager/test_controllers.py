@@ -18,9 +18,9 @@ from typing import Any
 
 from koordapi import keys
 from koordapi.explanation import ANNOTATION_NODE_RESOURCE_EXPLANATION, render_node_explanation
-from koordkube.testing import FakeKubeAPI
 from manager.app import Manager, ManagerOptions
 from manager.controllers.nodeslo import go_duration
+from tests.fakekube import FakeKubeAPI
 from tests.unit.koordkube.fakes import eventually, run
 from tests.unit.manager.test_noderesource import hp_pods, make_metric, make_node
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from koordapi import keys
 from koordapi.device import GPUInfo, build_device
-from koordkube.testing import KINDS, FakeKubeAPI
 from manager.controllers.deviceresource import device_resources_patch
+from tests.fakekube import KINDS, FakeKubeAPI
 from tests.unit.koordkube.fakes import run
 from tests.unit.manager.test_controllers import node_status, running, seeded, until
 

@@ -18,11 +18,11 @@ import pytest
 import trustme
 
 from koordkube.probes import serve_probes
-from koordkube.testing import FakeKubeAPI
 from scheduler.audit import BindAudit, allocated
 from scheduler.cli import requests_exposition
 from scheduler.server import ExtenderServer
 from scheduler.state import InformerClusterView
+from tests.fakekube import FakeKubeAPI
 from tests.unit.koordkube.fakes import eventually, run
 from tests.unit.scheduler.objects import lsr_pod, make_pod
 from tests.unit.scheduler.test_server import SERVER_NAME, Client, cluster

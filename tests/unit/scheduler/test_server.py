@@ -23,13 +23,13 @@ import pytest
 import trustme
 
 from koordapi import keys
-from koordkube.testing import FakeKubeAPI
 from runtimehooks.hooks import gpu
 from runtimehooks.request import Stage
 from runtimehooks.rules import Rules
 from scheduler.cli import requests_exposition
 from scheduler.server import ExtenderServer
 from scheduler.state import InformerClusterView
+from tests.fakekube import FakeKubeAPI
 from tests.unit.koordkube.fakes import eventually, run
 from tests.unit.runtimehooks.builders import container as hook_container
 from tests.unit.runtimehooks.builders import pod as hook_pod

@@ -17,10 +17,10 @@ import pytest
 import trustme
 
 from koordkube.clientauth import FORBIDDEN, UNAUTHENTICATED, ClientAuth
-from koordkube.testing import FakeKubeAPI
 from scheduler.cli import build_parser, options_from_args, serve, with_client_auth_refusals
 from scheduler.server import ExtenderServer
 from scheduler.state import InformerClusterView
+from tests.fakekube import FakeKubeAPI
 from tests.unit.koordkube.tlsclients import (
     client_cert,
     client_context,

@@ -19,10 +19,10 @@ import pytest
 import trustme
 
 from koordkube.ratelimit import RateLimiter, RateLimits
-from koordkube.testing import FakeKubeAPI
 from scheduler import cli
 from scheduler.server import ExtenderServer
 from scheduler.state import InformerClusterView
+from tests.fakekube import FakeKubeAPI
 from tests.unit.koordkube.fakes import eventually, run
 from tests.unit.scheduler.objects import make_node, make_pod
 

@@ -11,9 +11,9 @@ from lightkube import ApiError
 from lightkube.resources.core_v1 import Node
 
 from koordkube.client import KubeApi
-from koordkube.testing import FakeKubeAPI
 from koordlet.cluster import build_api
 from koordlet.metrics import KoordletMetrics
+from tests.fakekube import FakeKubeAPI
 from tests.unit.koordkube.fakes import write_kubeconfig
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from koordkube.testing import FakeKubeAPI
 from koordlet.cluster.devices import DeviceReporter, inventory_builder
 from koordlet.collectors.devices import DeviceInventory
+from tests.fakekube import FakeKubeAPI
 from tests.unit.koordlet.collectors.fake_nvml import FakeGPU, FakeNVML
 
 

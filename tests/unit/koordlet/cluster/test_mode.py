@@ -9,9 +9,9 @@ import pytest
 
 from koordapi.errors import ModelError
 from koordkube.eviction import EvictionAPI, EvictionResult
-from koordkube.testing import FakeKubeAPI
 from koordlet.cli import build_parser, config_from_args
 from koordlet.cluster import build_api, cluster_mode, in_cluster
+from tests.fakekube import FakeKubeAPI
 
 IN_CLUSTER = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
 

@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from koordkube.testing import FakeKubeAPI
 from koordlet.cluster import cancel_and_wait
 from koordlet.cluster.nodeconfig import NodeConfigInformer
+from tests.fakekube import FakeKubeAPI
 
 NODE = "n1"
 RATIO = "node.koordinator.sh/cpu-normalization-ratio"

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from koordapi.duration import parse_go_duration
-from koordkube.testing import FakeKubeAPI
 from koordlet.cluster import cancel_and_wait
 from koordlet.cluster.reporter import (
     DEFAULT_DURATIONS,
@@ -22,6 +21,7 @@ from koordlet.cluster.reporter import (
 from koordlet.metriccache import MetricCache
 from koordlet.metriccache.store import Sample
 from koordlet.nodemetric import build_status
+from tests.fakekube import FakeKubeAPI
 
 NODE = "n1"
 NOW = 1_800_000_000.0

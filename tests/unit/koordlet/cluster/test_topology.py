@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from koordapi import keys
-from koordkube.testing import FakeKubeAPI
 from koordlet.cluster.topology import TopologyPublisher, cpu_topology_annotation
 from koordlet.states.topology import Processor, Topology
 from scheduler.cputopology import parse_cpu_topology
+from tests.fakekube import FakeKubeAPI
 
 # 2 sockets x 2 cores x 2 threads: CPU c and c + 4 are siblings.
 PROCESSORS = tuple(

@@ -18,12 +18,12 @@ import trustme
 
 from koordapi.errors import ModelError
 from koordkube.eviction import EvictionAPI, EvictionResult
-from koordkube.testing import FakeKubeAPI
 from koordlet.cluster import build_eviction_api
 from koordlet.eviction.backends import EvictByAPI, StopContainers
 from koordlet.eviction.cri import CRIError, CRIRuntime
 from koordlet.states.pods import KnownPod
 from runtimehooks.request import ContainerResources
+from tests.fakekube import FakeKubeAPI
 from tests.unit.koordlet.qosmanager.fakes import known_pod
 
 

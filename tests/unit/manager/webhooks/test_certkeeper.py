@@ -21,7 +21,6 @@ import pytest
 
 from koordkube import certs
 from koordkube.certkeeper import CertificateKeeper, RaceLost, webhook_names
-from koordkube.testing import FakeKubeAPI
 from manager.webhooks.cabundle import (
     DEFAULT_MUTATING,
     DEFAULT_VALIDATING,
@@ -30,6 +29,7 @@ from manager.webhooks.cabundle import (
     CABundleWriter,
 )
 from manager.webhooks.server import StaticStateProvider, WebhookServer
+from tests.fakekube import FakeKubeAPI
 
 NAMESPACE, SECRET, SERVICE = "koordinator-system", "koordinator-webhook-certs", "koord-manager"
 SERVER_NAME = f"{SERVICE}.{NAMESPACE}.svc"

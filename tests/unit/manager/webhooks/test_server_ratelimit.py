@@ -10,8 +10,8 @@ from typing import Any
 from prometheus_client import generate_latest
 
 from koordkube.ratelimit import RateLimiter, RateLimits
-from koordkube.testing import FakeKubeAPI
 from manager.app import Manager, ManagerOptions
+from tests.fakekube import FakeKubeAPI
 from tests.unit.manager.webhooks.builders import pod, review
 from tests.unit.manager.webhooks.test_server import SERVER_NAME, Harness, run
 

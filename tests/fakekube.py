@@ -247,7 +247,7 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
 
     def client(self, *, field_manager: str = FIELD_MANAGER) -> AsyncClient:
         """A lightkube AsyncClient whose requests this fake answers."""
-        user = User(token="fake")  # noqa: S106 - the fake checks no credentials
+        user = User(token="fake")
         config = KubeConfig.from_one(cluster=Cluster(server=BASE_URL), user=user)
         return AsyncClient(config, transport=self, trust_env=False, field_manager=field_manager)
 
