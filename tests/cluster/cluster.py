@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import json
 import logging
 import os
@@ -73,6 +74,9 @@ CGROUP_ROOT = "koordk8s"
 NRI_SOCKET = Path("/var/run/nri/nri.sock")
 KOORDLET_DIR = Path("/var/lib/koordlet")
 CLONE_NEWNET = 0x40000000
+# One cluster at a time on a machine (the host's NRI socket, /var/lib/koordlet, the node's
+# address): a second test session waits here for the first one's teardown.
+START_LOCK = Path("/run/lock/koordk8s.lock")
 
 
 # What kubeadm grants CoreDNS (its ClusterRole system:coredns), bound to CoreDNS's user.
@@ -188,6 +192,7 @@ class Cluster:
     # koordlet's DaemonSet keeps its data in the host's /var/lib/koordlet (DirectoryOrCreate).
     made_koordlet_dir: bool = False
     _pool: ThreadPoolExecutor | None = None
+    _lock: int | None = None  # the fd holding START_LOCK
     _torn_down: list[str] | None = None
 
     # -- paths ------------------------------------------------------------------------------
@@ -221,8 +226,14 @@ class Cluster:
     def start(cls, binary: Path | None = None, timeout: float = 180.0) -> Cluster:
         """Bring a cluster up: everything above running and the node Ready."""
         binary = binary or kubebuild.ensure()
+        lock = os.open(START_LOCK, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("cluster: waiting for the other cluster on this machine (%s)", START_LOCK)
+            fcntl.flock(lock, fcntl.LOCK_EX)
         base = Path(tempfile.mkdtemp(prefix="koord-k8s-", dir="/tmp"))
-        cluster = cls(base=base, binary=binary, netns=f"koordk8s-{base.name[-8:]}")
+        cluster = cls(base=base, binary=binary, netns=f"koordk8s-{base.name[-8:]}", _lock=lock)
         try:
             cluster._start(timeout)
         except BaseException:
@@ -693,6 +704,8 @@ class Cluster:
             shutil.rmtree(KOORDLET_DIR, ignore_errors=True)
         if not left:
             shutil.rmtree(self.base, ignore_errors=True)
+        if self._lock is not None:
+            os.close(self._lock)  # releases START_LOCK
         self._torn_down = problems
         return problems
 
