@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 import grpc
 import yaml
 
-from tests.cluster import kubebuild, pki
+from tests.cluster import audit, kubebuild, pki
 from tests.e2e.harness import containerd as ctrd
 from tests.e2e.harness import paths
 from tests.e2e.harness.cri import CriClient
@@ -336,8 +336,15 @@ class Cluster:
             pair = ca.issue(f"{user}-client", common_name, groups, client=True)
             self.config_path(user).write_text(kubeconfig(self.server, ca.pair.cert, pair, user))
 
+    @property
+    def audit_log(self) -> Path:
+        return self.base / "logs" / "audit.log"
+
     def _apiserver_args(self) -> list[str]:
         p = self.pki_dir
+        policy = self.base / "audit-policy.yaml"
+        policy.write_text(audit.POLICY)
+        self.audit_log.parent.mkdir(parents=True, exist_ok=True)
         return [
             "kube-apiserver",
             "--etcd-servers=http://127.0.0.1:2379",
@@ -357,6 +364,8 @@ class Cluster:
             "--enable-aggregator-routing=true",
             "--allow-privileged=true",
             "--profiling=false",
+            f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json", "--audit-log-maxsize=0", "--audit-log-mode=blocking",
             "--v=1",
         ]  # fmt: skip
 
