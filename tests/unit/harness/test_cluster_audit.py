@@ -3,11 +3,13 @@ shaped as kube-apiserver v1.37 writes them."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from tests.cluster import audit
+from tests.cluster.helm import NAMESPACE
 
-ACCOUNT = f"system:serviceaccount:{audit.NAMESPACE}:koordlet"
+ACCOUNT = f"system:serviceaccount:{NAMESPACE}:koordlet"
 
 
 def event(verb: str, sent: Any, stored: Any, *, subresource: str = "", code: int = 200) -> Any:
@@ -57,7 +59,7 @@ def test_only_refusals_no_test_expected_count() -> None:
     refused = event("get", None, None, code=403)
     assert len(audit.refusals([refused])) == 1
     with audit.expect_forbidden("koordlet", "nodemetrics"):
-        refused["stageTimestamp"] = audit.dt.datetime.now(audit.dt.UTC).isoformat()
+        refused["stageTimestamp"] = dt.datetime.now(dt.UTC).isoformat()
     try:
         assert audit.refusals([refused]) == []
         assert len(audit.refusals([{**refused, "objectRef": {"resource": "nodes"}}])) == 1
