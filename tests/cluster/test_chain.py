@@ -6,12 +6,9 @@ the kubelet on containerd, with koordlet's batch values in its cgroups (through 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tests.cluster import workload
-from tests.cluster.cluster import CGROUP_ROOT, NODE_NAME, Cluster
+from tests.cluster.cluster import NODE_NAME, Cluster
 
-CGROUP = Path("/sys/fs/cgroup")
 BATCH_CPU, BATCH_MEMORY = workload.BATCH_CPU, workload.BATCH_MEMORY
 
 
@@ -86,13 +83,5 @@ def test_a_batch_job_is_admitted_placed_through_the_extender_and_gets_batch_cgro
     )
     assert len(bound) == 1, bound
 
-    # koordlet's hooks (over NRI) gave the container its batch values; the kubelet alone would
-    # have given this BestEffort pod cpu.shares 2, no quota and no memory limit.
-    uid, cid = pod["metadata"]["uid"], workload.container_id(pod)
-    container = f"{CGROUP_ROOT}/kubepods/besteffort/pod{uid}/{cid}"
-    shares = int((CGROUP / "cpu" / container / "cpu.shares").read_text())
-    quota = int((CGROUP / "cpu" / container / "cpu.cfs_quota_us").read_text())
-    period = int((CGROUP / "cpu" / container / "cpu.cfs_period_us").read_text())
-    memory = int((CGROUP / "memory" / container / "memory.limit_in_bytes").read_text())
-    # 150m → 150 x 1024 / 1000 shares; 1300m → 1.3 periods of quota; 448Mi.
-    assert (shares, quota, period, memory) == (153, 130000, 100000, 448 * 2**20)
+    # koordlet's hooks (over NRI) gave the container its batch values.
+    assert workload.be_cgroup_values(pod) == workload.BE_VALUES

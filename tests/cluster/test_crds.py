@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.cluster.cluster import NODE_NAME, Cluster
+from tests.cluster.product import REPORT_INTERVAL
 from tests.unit.charts import helm
 
 CRD_DIR = helm.CHART / "templates" / "crd"
@@ -63,8 +64,8 @@ def test_koordlet_writes_the_nodemetric_status_and_koord_manager_its_spec(
     )
     found = managers(metric)
     assert ("koordlet", "Update", "status") in found, found
-    # koord-manager keeps the spec: the chart's collect policy.
-    assert metric["spec"]["metricCollectPolicy"]["reportIntervalSeconds"] == 60
+    # koord-manager keeps the spec: the collect policy of the chart's slo-controller-config.
+    assert metric["spec"]["metricCollectPolicy"]["reportIntervalSeconds"] == REPORT_INTERVAL
     assert ("koord-manager", "Update", "") in found, found
 
 

@@ -6,12 +6,14 @@ what the tests and ``make cluster`` ask the cluster about it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from tests.cluster.cluster import NODE_NAME, Cluster
+from tests.cluster.cluster import CGROUP_ROOT, NODE_NAME, Cluster
 from tests.cluster.helm import NAMESPACE
 from tests.e2e.harness import images
 
+CGROUP = Path("/sys/fs/cgroup")
 BATCH_CPU, BATCH_MEMORY = "kubernetes.io/batch-cpu", "kubernetes.io/batch-memory"
 BATCH_NAMESPACE = "batch-jobs"
 JOB = "crunch"
@@ -93,6 +95,49 @@ def container_id(pod: dict[str, Any]) -> str | None:
         if "running" in status.get("state", {}) and status.get("containerID"):
             return str(status["containerID"]).partition("://")[2]
     return None
+
+
+def be_pod(name: str) -> str:
+    """A bare pod in the batch namespace, the Job's resources: the profile makes it BE."""
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: {BATCH_NAMESPACE}}}
+spec:
+  containers:
+    - name: {name}
+      image: {images.WORKLOAD.ref}
+      imagePullPolicy: Never
+      command: ["sleep", "3600"]
+      resources:
+        requests: {{cpu: {BATCH_CPU_REQUEST}m, memory: {BATCH_MEMORY_REQUEST // 2**20}Mi}}
+        limits: {{cpu: {BATCH_CPU_LIMIT}m, memory: {BATCH_MEMORY_LIMIT // 2**20}Mi}}
+"""
+
+
+def running_pod(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
+    pod: dict[str, Any] = cluster.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+    return pod if container_id(pod) else None
+
+
+def be_cgroup_values(pod: dict[str, Any]) -> tuple[int, int, int, int]:
+    """cpu.shares, cpu.cfs_quota_us, cpu.cfs_period_us and memory.limit_in_bytes of a BE pod's
+    running container (cgroup v1, the kubelet's cgroupfs layout under its cgroup root)."""
+    uid, cid = pod["metadata"]["uid"], container_id(pod)
+    container = f"{CGROUP_ROOT}/kubepods/besteffort/pod{uid}/{cid}"
+    cpu, memory = CGROUP / "cpu" / container, CGROUP / "memory" / container
+    return (
+        int((cpu / "cpu.shares").read_text()),
+        int((cpu / "cpu.cfs_quota_us").read_text()),
+        int((cpu / "cpu.cfs_period_us").read_text()),
+        int((memory / "memory.limit_in_bytes").read_text()),
+    )
+
+
+# What koordlet's hooks (over NRI) give the batch resources above; the kubelet alone would give
+# a BestEffort pod cpu.shares 2, no quota and no memory limit. 150m → 150 x 1024 / 1000 shares;
+# 1300m → 1.3 periods of quota; 448Mi.
+BE_VALUES = (153, 130000, 100000, 448 * 2**20)
 
 
 def batch_node(cluster: Cluster) -> dict[str, Any] | None:
