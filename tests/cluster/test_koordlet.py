@@ -13,14 +13,13 @@ from typing import Any
 
 import pytest
 
-from tests.cluster import audit, workload
+from tests.cluster import audit, sloconfig, workload
 from tests.cluster.cluster import CGROUP_ROOT, NODE_NAME, Cluster
 from tests.cluster.helm import NAMESPACE
 from tests.cluster.product import REPORT_INTERVAL
 
 NODE_METRIC = f"/apis/slo.koordinator.sh/v1alpha1/nodemetrics/{NODE_NAME}"
 NODE_SLO = f"/apis/slo.koordinator.sh/v1alpha1/nodeslos/{NODE_NAME}"
-SLO_CONFIG = f"/api/v1/namespaces/{NAMESPACE}/configmaps/slo-controller-config"
 KOORDLET_PODS = "app.kubernetes.io/component%3Dkoordlet"
 BE_QUOTA = workload.CGROUP / "cpu" / CGROUP_ROOT / "kubepods" / "besteffort" / "cpu.cfs_quota_us"
 
@@ -60,50 +59,25 @@ def test_koordlet_rewrites_the_nodemetric_on_the_interval_koord_manager_sets(
         assert REPORT_INTERVAL - 1 <= gap <= 2 * REPORT_INTERVAL, (earlier, later)
 
 
-def slo_config(cluster: Cluster) -> dict[str, Any]:
-    return dict(cluster.get(SLO_CONFIG)["data"])
-
-
-def set_slo_config(cluster: Cluster, data: dict[str, Any]) -> None:
-    """Replace the ConfigMap's data, as an operator would (kubectl)."""
-    cluster.kubectl("patch", "configmap", "-n", NAMESPACE, "slo-controller-config",
-                    "--type=merge", "-p", json.dumps({"data": data}))  # fmt: skip
-
-
 @pytest.fixture
 def threshold_config(cluster: Cluster) -> Iterator[Callable[..., None]]:
-    """Change the cluster strategy of resource-threshold-config; put it back afterwards, and
-    wait until koord-manager has put it back into the NodeSLO too."""
-    saved = slo_config(cluster)
+    """Change the cluster strategy of resource-threshold-config and wait for koord-manager's
+    NodeSLO to carry it; afterwards the ConfigMap and the NodeSLO are as the chart made them."""
+    key = "resource-threshold-config"
+    original = sloconfig.document(cluster, key)["clusterStrategy"]
+
+    def in_node_slo(strategy: dict[str, Any]) -> bool:
+        found = cluster.get(NODE_SLO)["spec"]["resourceUsedThresholdWithBE"]
+        return all(found.get(k) == v for k, v in strategy.items())
 
     def change(**strategy: Any) -> None:
-        config = json.loads(saved["resource-threshold-config"])
-        config["clusterStrategy"] |= strategy
-        set_slo_config(cluster, {"resource-threshold-config": json.dumps(config)})
-        cluster.wait_for(
-            f"koord-manager's NodeSLO with {strategy}",
-            lambda: all(
-                cluster.get(NODE_SLO)["spec"]["resourceUsedThresholdWithBE"].get(k) == v
-                for k, v in strategy.items()
-            ),
-            timeout=60,
-        )
+        sloconfig.change(cluster, key, strategy, cluster_strategy=True)
+        cluster.wait_for(f"koord-manager's NodeSLO with {strategy}", lambda: in_node_slo(strategy))
 
-    yield change
-    set_slo_config(cluster, {"resource-threshold-config": saved["resource-threshold-config"]})
-    original = json.loads(saved["resource-threshold-config"])["clusterStrategy"]
-    cluster.wait_for(
-        "the NodeSLO as the chart made it",
-        lambda: (
-            cluster.get(NODE_SLO)["spec"]["resourceUsedThresholdWithBE"].get("cpuSuppressPolicy")
-            == original["cpuSuppressPolicy"]
-            and cluster.get(NODE_SLO)["spec"]["resourceUsedThresholdWithBE"].get(
-                "memoryEvictThresholdPercent"
-            )
-            == original["memoryEvictThresholdPercent"]
-        ),
-        timeout=60,
-    )
+    with sloconfig.kept(cluster):
+        yield change
+    wanted = {k: original[k] for k in ("cpuSuppressPolicy", "memoryEvictThresholdPercent")}
+    cluster.wait_for("the NodeSLO as the chart made it", lambda: in_node_slo(wanted))
 
 
 def be_quota() -> int:
