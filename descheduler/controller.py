@@ -45,7 +45,8 @@ from descheduler.migration.ttl import should_scavenge, timed_out, timeout_status
 from descheduler.migration.view import PodView, pod_view
 from descheduler.state import DeschedulerState
 from koordapi.errors import ModelError
-from koordkube.client import KubeApi, is_not_found
+from koordkube.client import KubeApi
+from koordkube.errors import KubeError, NotFound
 from koordkube.eviction import EvictionAPI, EvictionResult
 from koordkube.resources import PodMigrationJob as PodMigrationJobResource
 from koordkube.resources import object_key
@@ -204,9 +205,10 @@ class MigrationController:
                 log.info("deleting PodMigrationJob %s: long past its TTL", job.name)
                 try:
                     await self.api.delete(PodMigrationJobResource, job.name)
-                except Exception as err:
-                    if not is_not_found(err):
-                        log.warning("cannot delete PodMigrationJob %s: %s", job.name, err)
+                except NotFound:
+                    pass  # deleted meanwhile
+                except KubeError as err:  # the next scavenging pass tries again
+                    log.warning("cannot delete PodMigrationJob %s: %s", job.name, err)
 
     # -- one job ------------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@ and koordlet's cluster mode goes through here.
 
 ``resources`` names the kinds, ``client`` builds the lightkube client (kubeconfig or in-cluster
 service account) and moves plain JSON dicts in and out of it with the retry loops for writes,
+``errors`` is what a failed call raises (``NotFound``, ``Conflict``, ``TransportError``...),
 ``informer`` keeps list+watch caches, ``podindex`` indexes pods by node, ``workqueue``
 deduplicates keys for reconcilers, ``leader`` runs Lease leader election and ``eviction`` asks
 for pod evictions through the Eviction API. ``probes`` (/healthz, /readyz, /metrics) and

@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from koordkube import certs
-from koordkube.client import KubeApi, is_already_exists, is_conflict, is_not_found
+from koordkube.client import KubeApi
+from koordkube.errors import AlreadyExists, Conflict, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -128,9 +129,7 @@ class CertificateKeeper:
             secret: dict[str, Any] | None = await self.api.get(
                 Secret, self.secret_name, namespace=self.namespace
             )
-        except Exception as err:
-            if not is_not_found(err):
-                raise
+        except NotFound:
             secret = None
         data = _decode((secret or {}).get("data"))
         bundle, why = certs.ensure(
@@ -177,19 +176,15 @@ class CertificateKeeper:
             }
             try:
                 await self.api.create(Secret, body)
-            except Exception as err:
-                if is_already_exists(err):  # another replica was first: take its pair next
-                    raise RaceLost(f"Secret {self.secret_key} was created meanwhile") from err
-                raise
+            except AlreadyExists as err:  # another replica was first: take its pair next
+                raise RaceLost(f"Secret {self.secret_key} was created meanwhile") from err
             return
         # resourceVersion stays: another replica's write in between is a Conflict, not lost
         updated = {**secret, "data": encoded}
         try:
             await self.api.replace(Secret, updated)
-        except Exception as err:
-            if is_conflict(err):
-                raise RaceLost(f"Secret {self.secret_key} changed meanwhile") from err
-            raise
+        except Conflict as err:
+            raise RaceLost(f"Secret {self.secret_key} changed meanwhile") from err
 
     async def run(self, first_delay: float = 0.0) -> None:
         """Pass every ``interval`` seconds until cancelled; a failed pass is retried sooner."""

@@ -5,8 +5,9 @@ account (``in_cluster_config``). ``KubeApi`` sends plain JSON dicts through that
 connection (auth, TLS, base URL) and returns the server's JSON unchanged: no model decoding, so
 no field a newer API server adds is dropped on a read-modify-write, and timestamps keep the
 exact format written (a Lease's MicroTime needs six fractional digits, which lightkube's
-datetime encoding omits when the microseconds are zero). Errors are lightkube's ``ApiError``
-(``.status`` is the server's Status), or ``httpx2`` errors for transport failures.
+datetime encoding omits when the microseconds are zero). A failed call raises a
+``koordkube.errors.KubeError`` (``NotFound``, ``Conflict``, ``TransportError``...), translated
+here once from lightkube's ``ApiError`` or httpx2's error, which stays its ``__cause__``.
 
 ``update_with_retry`` and ``create_or_update`` are the optimistic-concurrency loops
 controllers use for writes.
@@ -21,13 +22,14 @@ watch, until it started streaming). Object names never appear, so the values sta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import logging
 import os
 import random
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
@@ -39,6 +41,7 @@ from lightkube.core import resource as lkres
 from lightkube.models import meta_v1
 from lightkube.types import PatchType
 
+from koordkube import errors
 from koordkube.resources import Object, is_namespaced, with_type_meta
 
 log = logging.getLogger(__name__)
@@ -125,52 +128,61 @@ def in_cluster_config(
 # -- errors ----------------------------------------------------------------------------------
 
 
-def status_code(exc: BaseException) -> int | None:
-    """Return the HTTP status an API call failed with, or None for a transport error."""
-    if isinstance(exc, ApiError) and exc.status is not None and exc.status.code:
-        return int(exc.status.code)
-    if isinstance(exc, httpx2.HTTPStatusError) and exc.response is not None:
-        return exc.response.status_code
-    return None
+@contextlib.contextmanager
+def _boundary(verb: str, resource: str) -> Iterator[None]:
+    """Raise lightkube's and httpx2's errors from inside as ``koordkube.errors``, from the
+    original: the one place they are translated (httpx's ``map_httpcore_exceptions``)."""
+    try:
+        yield
+    except httpx2.HTTPError as exc:
+        raise _translate(exc, verb, resource) from exc
 
 
-def reason(exc: BaseException) -> str | None:
-    """Return the Status reason (``NotFound``, ``Conflict``, ``AlreadyExists``, ``Expired``...)."""
-    if isinstance(exc, ApiError) and exc.status is not None:
-        return exc.status.reason
-    return None
-
-
-def is_not_found(exc: BaseException) -> bool:
-    return status_code(exc) == 404
-
-
-def is_conflict(exc: BaseException) -> bool:
-    """True for a stale resourceVersion on update (not for AlreadyExists on create)."""
-    return status_code(exc) == 409 and reason(exc) != "AlreadyExists"
-
-
-def is_already_exists(exc: BaseException) -> bool:
-    return status_code(exc) == 409 and reason(exc) == "AlreadyExists"
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """True for throttling (429), server errors (5xx) and lost connections."""
+def _translate(exc: httpx2.HTTPError, verb: str, resource: str) -> errors.KubeError:
+    """The ``KubeError`` for ``exc``: by the Status the server sent (its code, else the HTTP
+    status), or ``TransportError`` when no answer came."""
     if isinstance(exc, httpx2.TransportError):
-        return True
-    code = status_code(exc)
-    return code is not None and (code == 429 or code >= 500)
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return errors.TransportError(text, verb=verb, resource=resource)
+    if not isinstance(exc, httpx2.HTTPStatusError):  # a broken encoding, too many redirects
+        return errors.KubeError(f"{type(exc).__name__}: {exc}", verb=verb, resource=resource)
+    # A watch's ERROR event comes as an ApiError with a Status and no response of its own.
+    response: httpx2.Response | None = exc.response
+    status = exc.status if isinstance(exc, ApiError) else None
+    code = (status.code if status is not None else None) or (
+        response.status_code if response is not None else None
+    )
+    reason = (status.reason if status is not None else None) or ""
+    message = (
+        (status.message if status is not None else None)
+        or reason
+        or (response.reason_phrase if response is not None else "")
+        or f"HTTP {code}"
+    )
+    return errors.for_status(code, reason)(
+        message,
+        code=code,
+        reason=reason,
+        verb=verb,
+        resource=resource,
+        retry_after=_retry_after(status, response),
+    )
 
 
-def retry_after(exc: BaseException) -> float | None:
-    """Return the server's ``retryAfterSeconds`` hint (sent with 429 and some 5xx)."""
-    if isinstance(exc, ApiError) and exc.status is not None and exc.status.details is not None:
-        seconds = exc.status.details.retryAfterSeconds
-        return float(seconds) if seconds else None
-    return None
+def _retry_after(status: meta_v1.Status | None, response: httpx2.Response | None) -> float | None:
+    """The server's hint in seconds: the Status's ``retryAfterSeconds``, else a
+    ``Retry-After`` header in seconds (one without a Status body: a proxy's, say)."""
+    details = status.details if status is not None else None
+    seconds = details.retryAfterSeconds if details is not None else None
+    if not seconds and response is not None:
+        header = response.headers.get("Retry-After", "").strip()
+        seconds = int(header) if header.isdigit() else None
+    return float(seconds) if seconds else None
 
 
 def _raise_for_status(response: httpx2.Response) -> None:
+    """lightkube's ``ApiError`` for an error answer with a Status body, httpx2's
+    ``HTTPStatusError`` for one without (``_boundary`` translates either)."""
     if response.status_code < 400:
         return
     if response.headers.get("content-type", "").startswith("application/json"):
@@ -181,6 +193,20 @@ def _raise_for_status(response: httpx2.Response) -> None:
         if isinstance(body, dict) and body.get("kind") == "Status":
             raise ApiError(request=response.request, response=response)
     response.raise_for_status()
+
+
+def _json(data: bytes | str, code: int, verb: str, resource: str) -> Any:
+    """Decode an answer (or a watch line); a ``KubeError`` with the answer's code when it is
+    not JSON (a proxy's page in place of the server's reply)."""
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise errors.KubeError(
+            f"the answer to {verb} {resource} is not JSON: {exc}",
+            code=code,
+            verb=verb,
+            resource=resource,
+        ) from exc
 
 
 # -- dict-level API --------------------------------------------------------------------------
@@ -357,9 +383,10 @@ class KubeApi:
     ) -> AsyncGenerator[tuple[str, Object], None]:
         """Yield (type, object) for one WATCH request until the server ends it.
 
-        An ERROR event is raised as ``ApiError`` (410 Expired when ``resource_version`` is
-        older than the server keeps). lightkube's own watch is not used: in 1.0.1 it cannot ask
-        for bookmarks and decodes into models.
+        An ERROR event is raised as the ``KubeError`` for its Status (``Gone`` when
+        ``resource_version`` is older than the server keeps), a dropped stream as
+        ``TransportError``. lightkube's own watch is not used: in 1.0.1 it cannot ask for
+        bookmarks and decodes into models.
         """
         params = _selectors(labels, fields)
         params["watch"] = "true"
@@ -372,24 +399,28 @@ class KubeApi:
             params["timeoutSeconds"] = str(timeout_seconds)
             read = timeout_seconds + WATCH_READ_MARGIN
         path = _path(res, namespace=namespace, listing=True)
+        resource = _resource(res, listing=True)
         request = self._http.build_request(
             "GET", path, params=params, timeout=httpx2.Timeout(10.0, read=read)
         )
-        response = await self._timed(
-            "watch", _resource(res, listing=True), lambda: self._http.send(request, stream=True)
-        )
+        with _boundary("watch", resource):
+            response = await self._timed(
+                "watch", resource, lambda: self._http.send(request, stream=True)
+            )
         try:
-            if response.status_code >= 400:
-                await response.aread()
-                _raise_for_status(response)
-            async for line in response.aiter_lines():
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                kind, obj = event.get("type", ""), event.get("object") or {}
-                if kind == "ERROR":
-                    raise ApiError(status=cast(meta_v1.Status, meta_v1.Status.from_dict(obj)))
-                yield kind, obj
+            with _boundary("watch", resource):
+                if response.status_code >= 400:
+                    await response.aread()
+                    _raise_for_status(response)
+                async for line in response.aiter_lines():
+                    if not line.strip():
+                        continue
+                    event = _json(line, response.status_code, "watch", resource)
+                    kind, obj = event.get("type", ""), event.get("object") or {}
+                    if kind == "ERROR":
+                        status = cast(meta_v1.Status, meta_v1.Status.from_dict(obj))
+                        raise ApiError(status=status)
+                    yield kind, obj
         finally:
             await response.aclose()
 
@@ -405,21 +436,24 @@ class KubeApi:
         verb: str,
         resource: str,
     ) -> Object:
-        """One request; ``verb`` and ``resource`` name it to ``observe``."""
+        """One request; ``verb`` and ``resource`` name it to ``observe`` and in its error."""
         params = dict(params or {})
         if write:
             params.setdefault("fieldManager", self.field_manager)
         content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         headers = {"Content-Type": content_type} if content is not None else None
-        response = await self._timed(
-            verb,
-            resource,
-            lambda: self._http.request(
-                method, path, params=params, content=content, headers=headers
-            ),
-        )
-        _raise_for_status(response)
-        result = response.json() if response.content else {}
+        with _boundary(verb, resource):
+            response = await self._timed(
+                verb,
+                resource,
+                lambda: self._http.request(
+                    method, path, params=params, content=content, headers=headers
+                ),
+            )
+            _raise_for_status(response)
+        if not response.content:
+            return {}
+        result = _json(response.content, response.status_code, verb, resource)
         return result if isinstance(result, dict) else {}
 
     async def _timed(
@@ -508,6 +542,8 @@ class Backoff:
 WRITE_BACKOFF = Backoff()
 MAX_RETRY_AFTER = 30.0
 """The longest server ``retryAfterSeconds`` hint a write retry waits for."""
+RETRIED: tuple[type[errors.KubeError], ...] = (errors.Conflict, *errors.RETRYABLE)
+"""What ``update_with_retry`` tries again: a stale read (read again), and ``RETRYABLE``."""
 Sleep = Callable[[float], Awaitable[None]]
 
 
@@ -526,16 +562,17 @@ async def update_with_retry(
     ``mutate`` gets a freshly read object and returns the object to write (it may change it in
     place) or None when nothing needs writing, in which case the read object is returned. The
     write must carry the read ``resourceVersion`` so a concurrent change fails with 409
-    Conflict; then the object is read again and ``mutate`` runs on the new state. 429, 5xx and
-    transport errors are retried as well; any other error propagates at once. After
+    ``Conflict``; then the object is read again and ``mutate`` runs on the new state.
+    ``Throttled``, ``ServerError`` and ``TransportError`` are retried as well (after the
+    server's ``retry_after`` when it sent one); any other error propagates at once. After
     ``attempts`` tries ``RetryError`` is raised from the last error.
     """
     if attempts < 1:
         raise ValueError("attempts must be at least 1")
-    last: BaseException | None = None
+    last: errors.KubeError | None = None
     for attempt in range(attempts):
         if attempt:
-            hint = retry_after(last) if last is not None else None
+            hint = last.retry_after if last is not None else None
             await sleep(max(backoff.delay(attempt - 1), min(hint or 0.0, MAX_RETRY_AFTER)))
         try:
             current = await get()
@@ -543,9 +580,7 @@ async def update_with_retry(
             if desired is None:
                 return current
             return await write(desired)
-        except Exception as exc:
-            if not (is_conflict(exc) or is_retryable(exc)):
-                raise
+        except RETRIED as exc:
             log.debug("%s: attempt %d failed (%s), retrying", what, attempt + 1, exc)
             last = exc
     raise RetryError(f"{what}: gave up after {attempts} attempts: {last}") from last
@@ -594,9 +629,8 @@ async def create_or_update(
     what = f"{res.__name__} {namespace + '/' if namespace else ''}{name}"
     try:
         return await api.create(res, desired), "created"
-    except Exception as exc:
-        if not is_already_exists(exc):
-            raise
+    except errors.AlreadyExists:
+        pass  # bring the existing one in line
     change = mutate or merge_into(desired)
     changed = False
 

@@ -20,11 +20,10 @@ import concurrent.futures
 import enum
 from typing import Any
 
-import httpx2
-from lightkube import ApiError
 from lightkube.resources.core_v1 import Pod
 
-from koordkube.client import KubeApi, status_code
+from koordkube import errors
+from koordkube.client import KubeApi
 
 
 class EvictionResult(enum.StrEnum):
@@ -42,31 +41,6 @@ def eviction_body(namespace: str, name: str, uid: str) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": namespace},
         "deleteOptions": {"preconditions": {"uid": uid}},
     }
-
-
-def eviction_refused(status: int | None, message: str) -> tuple[EvictionResult, str] | None:
-    """What a refusal means: 429 a disruption budget, 404/409 gone (or another pod); None
-    for any other error (a failure)."""
-    if status == 429:
-        return EvictionResult.BLOCKED, message
-    if status in (404, 409):
-        return EvictionResult.GONE, message
-    return None
-
-
-def _failure(err: Exception) -> tuple[int | None, str]:
-    """(HTTP status or None, the server's message or what went wrong) of a failed call."""
-    code = status_code(err)
-    if code is None:
-        if isinstance(err, httpx2.TransportError):
-            return None, f"API server unreachable: {err}"
-        return None, f"unexpected answer: {err!r}"  # a reply that is not JSON, say
-    message = ""
-    if isinstance(err, ApiError) and err.status is not None:
-        message = err.status.message or err.status.reason or ""
-    elif isinstance(err, httpx2.HTTPStatusError):  # no Status body: a proxy's page, say
-        message = err.response.reason_phrase
-    return code, message
 
 
 class EvictionAPI:
@@ -97,10 +71,14 @@ class EvictionAPI:
         body = eviction_body(namespace, name, uid)
         try:
             await self.api.create_subresource(Pod, name, "eviction", body, namespace=namespace)
-        except Exception as err:  # ApiError, httpx2's transport and status errors
-            code, message = _failure(err)
-            if code is None:
-                return EvictionResult.FAILED, message
-            refused = eviction_refused(code, message)
-            return refused or (EvictionResult.FAILED, f"HTTP {code}: {message}")
+        except errors.Throttled as err:  # a disruption budget allows no eviction now
+            return EvictionResult.BLOCKED, err.message
+        except (errors.NotFound, errors.Conflict) as err:  # gone, or another pod by that name
+            return EvictionResult.GONE, err.message
+        except errors.TransportError as err:
+            return EvictionResult.FAILED, f"API server unreachable: {err}"
+        except errors.KubeError as err:
+            if err.code is None or err.code < 400:  # an answer that is not the server's JSON
+                return EvictionResult.FAILED, f"unexpected answer: {err}"
+            return EvictionResult.FAILED, f"HTTP {err.code}: {err.message}"
         return EvictionResult.STARTED, "accepted"

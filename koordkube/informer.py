@@ -1,12 +1,13 @@
 """List+watch caches of one kind, client-go's reflector and indexer in small.
 
 An ``Informer`` LISTs, remembers the list's resourceVersion and WATCHes from there (with
-bookmarks), applying each event to a dict keyed by ``object_key``. A 410 Expired watch means the
-server no longer has the events since that version: it LISTs again and reports the difference
-(objects that vanished meanwhile come out as DELETED). A watch the server ends normally is
-reopened at once from the last version seen; any other failure is retried after a capped,
-jittered exponential backoff. Handlers run after the cache changed, in the informer's task:
-they should only enqueue keys (``koordkube.workqueue``), never block or call the API.
+bookmarks), applying each event to a dict keyed by ``object_key``. A 410 Expired watch
+(``errors.Gone``) means the server no longer has the events since that version: it LISTs again
+and reports the difference (objects that vanished meanwhile come out as DELETED). A watch the
+server ends normally is reopened at once from the last version seen; any other failure is
+retried after a capped, jittered exponential backoff. Handlers run after the cache changed, in
+the informer's task: they should only enqueue keys (``koordkube.workqueue``), never block or
+call the API.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from collections.abc import Callable
 
 from lightkube.core import resource as lkres
 
-from koordkube.client import Backoff, KubeApi, Sleep, status_code
+from koordkube import errors
+from koordkube.client import Backoff, KubeApi, Sleep
 from koordkube.resources import Object, object_key, with_type_meta
 
 log = logging.getLogger(__name__)
@@ -106,11 +108,10 @@ class Informer:
                         await self._list()
                         listed = True
                     await self._watch()
-                except Exception as exc:
-                    if status_code(exc) == 410:
-                        log.info("re-listing %s: %s", self.res.__name__, exc)
-                        listed = False
-                        continue
+                except errors.Gone as exc:
+                    log.info("re-listing %s: %s", self.res.__name__, exc)
+                    listed = False
+                except Exception as exc:  # any other failure, a bug included: retried later
                     delay = self.backoff.delay(self._failures, self._rand)
                     self._failures += 1
                     log.warning(

@@ -28,7 +28,8 @@ from typing import Any, Protocol
 
 from lightkube.resources.coordination_v1 import Lease
 
-from koordkube.client import KubeApi, is_conflict, is_not_found
+from koordkube.client import KubeApi
+from koordkube.errors import Conflict, NotFound
 from koordkube.resources import Object
 
 log = logging.getLogger(__name__)
@@ -248,17 +249,17 @@ class LeaderElector:
             self._lease = await self.api.get(
                 Lease, self.config.name, namespace=self.config.namespace
             )
-        except Exception as exc:
-            if not is_not_found(exc):
-                log.error("reading lease %s failed: %s", self.describe, exc)
-                return False
+        except NotFound:
             try:
                 self._lease = await self.api.create(Lease, self._object(record))
-            except Exception as create_exc:
-                log.error("creating lease %s failed: %s", self.describe, create_exc)
+            except Exception as exc:  # whatever it was, this attempt failed; the next one tries
+                log.error("creating lease %s failed: %s", self.describe, exc)
                 return False
             self._set_observed(record)
             return True
+        except Exception as exc:  # whatever it was, this attempt failed; the next one tries
+            log.error("reading lease %s failed: %s", self.describe, exc)
+            return False
         # 3. A changed record restarts the expiry clock; a valid foreign lease stops us.
         old = Record.from_spec(self._lease.get("spec") or {})
         if old != self._observed_raw:
@@ -286,14 +287,11 @@ class LeaderElector:
             )
         try:
             await self._update(record)
-        except Exception as exc:
-            # A 409 here is a lost race: someone else wrote the lease since we read it.
-            log.log(
-                logging.DEBUG if is_conflict(exc) else logging.ERROR,
-                "updating lease %s failed: %s",
-                self.describe,
-                exc,
-            )
+        except Conflict as exc:  # a lost race: someone else wrote the lease since we read it
+            log.debug("updating lease %s failed: %s", self.describe, exc)
+            return False
+        except Exception as exc:  # whatever it was, this attempt failed; the next one tries
+            log.error("updating lease %s failed: %s", self.describe, exc)
             return False
         self._set_observed(record)
         return True
@@ -325,9 +323,9 @@ class LeaderElector:
                     self._lease = lease
                     try:
                         await self._update(released)
-                    except Exception as exc:
-                        if is_conflict(exc):
-                            continue
+                    except Conflict:
+                        continue  # written meanwhile: read it again
+                    except Exception as exc:  # release is best effort: the lease expires
                         log.error("releasing lease %s failed: %s", self.describe, exc)
                         return False
                     self._set_observed(released)

@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from koordapi.device import build_device, carry_transition_times, gpu_labels, same_report
-from koordkube.client import KubeApi, Outcome, is_not_found, update_with_retry
+from koordkube.client import KubeApi, Outcome, update_with_retry
+from koordkube.errors import NotFound
 from koordkube.resources import Device, Object
 from koordlet.collectors.devices import DeviceInventory
 
@@ -92,9 +93,7 @@ class DeviceReporter:
     async def _write(self, desired: Object) -> Outcome:
         try:
             await self.api.get(Device, self.node_name)
-        except Exception as err:
-            if not is_not_found(err):
-                raise
+        except NotFound:
             await self.api.create(Device, carry_transition_times({}, desired, self.now()))
             log.info("created Device %s", self.node_name)
             return "created"

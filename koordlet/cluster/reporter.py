@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from koordapi.duration import parse_go_duration
-from koordkube.client import KubeApi, is_already_exists, is_not_found, status_code
+from koordkube.client import KubeApi
+from koordkube.errors import AlreadyExists, KubeError, NotFound
 from koordkube.informer import Informer
 from koordkube.resources import NodeMetric, Object
 from koordlet.cluster import cancel_and_wait
@@ -166,9 +167,8 @@ class NodeMetricReporter:
             await self.api.patch(
                 NodeMetric, self.node_name, {"status": status}, subresource="status"
             )
-        except Exception as err:
-            if not is_not_found(err):
-                raise
+        except NotFound:
+            pass  # no NodeMetric yet
         else:
             return
         # koord-manager has not made it (yet): make it, with an empty spec, and write again.
@@ -176,9 +176,8 @@ class NodeMetricReporter:
             await self.api.create(NodeMetric, {"metadata": {"name": self.node_name}, "spec": {}})
             self.created = True
             log.info("created NodeMetric %s (no koord-manager made it)", self.node_name)
-        except Exception as err:
-            if not is_already_exists(err):
-                raise
+        except AlreadyExists:
+            pass  # koord-manager made it meanwhile
         await self.api.patch(NodeMetric, self.node_name, {"status": status}, subresource="status")
 
     def _failed(self, kind: str, message: str) -> None:
@@ -193,5 +192,6 @@ class NodeMetricReporter:
 def _error_kind(err: BaseException) -> str:
     if isinstance(err, TimeoutError):
         return "timeout"
-    code = status_code(err)
-    return f"http-{code}" if code is not None else type(err).__name__
+    if isinstance(err, KubeError) and err.code is not None:
+        return f"http-{err.code}"
+    return type(err).__name__

@@ -94,7 +94,8 @@ def read_cluster(node: str, kubeconfig: str | None) -> dict[str, Any]:
     """The Node, its NodeMetric and NodeSLO from the API server (None for one that is absent)."""
     from lightkube.resources.core_v1 import Node  # noqa: PLC0415 - only this command needs it
 
-    from koordkube.client import KubeApi, build_client, is_not_found  # noqa: PLC0415
+    from koordkube.client import KubeApi, build_client  # noqa: PLC0415
+    from koordkube.errors import NotFound  # noqa: PLC0415
     from koordkube.resources import NodeMetric, NodeSLO  # noqa: PLC0415
 
     async def read() -> dict[str, Any]:
@@ -103,9 +104,7 @@ def read_cluster(node: str, kubeconfig: str | None) -> dict[str, Any]:
         for key, res in (("node", Node), ("nodeMetric", NodeMetric), ("nodeSLO", NodeSLO)):
             try:
                 found[key] = await api.get(res, node)
-            except Exception as err:
-                if not is_not_found(err):
-                    raise
+            except NotFound:
                 found[key] = None
         return found
 

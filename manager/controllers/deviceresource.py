@@ -17,7 +17,8 @@ from typing import Any
 from lightkube.resources.core_v1 import Node
 
 from koordapi.device import GPU_NODE_RESOURCES, gpu_node_resources
-from koordkube.client import KubeApi, is_not_found
+from koordkube.client import KubeApi
+from koordkube.errors import NotFound
 from manager.controllers.state import ClusterState
 from manager.metrics import ManagerMetrics
 
@@ -56,10 +57,8 @@ class DeviceResourceController:
             return None
         try:
             await self.api.patch(Node, name, patch, subresource="status")
-        except Exception as err:
-            if is_not_found(err):  # deleted meanwhile
-                return None
-            raise
+        except NotFound:  # deleted meanwhile
+            return None
         self.metrics.reconciles.labels(NAME, "written").inc()
         wrote = {k: v for k, v in patch["status"]["allocatable"].items() if v is not None}
         log.info("node %s: GPU resources %s", name, wrote or "removed (no healthy GPU)")

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from lightkube.resources.core_v1 import Node
 
 from koordapi.explanation import ANNOTATION_NODE_RESOURCE_EXPLANATION
-from koordkube.client import KubeApi, is_not_found
+from koordkube.client import KubeApi
+from koordkube.errors import NotFound
 from manager.colocation import strategy_for_node
 from manager.controllers.state import ClusterState
 from manager.metrics import ManagerMetrics
@@ -93,10 +94,8 @@ class NodeResourceController:
         annotations[ANNOTATION_NODE_RESOURCE_EXPLANATION] = explanation(result, why, now)
         try:
             await self.api.patch(Node, name, patch, subresource="status")
-        except Exception as err:
-            if is_not_found(err):  # deleted meanwhile; its delete event cleans up
-                return None
-            raise
+        except NotFound:  # deleted meanwhile; its delete event cleans up
+            return None
         self.last_write[name] = now
         self.metrics.reconciles.labels(NAME, "written").inc()
         self.metrics.node_resource_writes.inc()

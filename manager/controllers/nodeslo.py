@@ -9,12 +9,14 @@ koordlet owns its status, so only the spec is ever written. Both are deleted wit
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 from koordapi.duration import format_go_duration, parse_go_duration
-from koordkube.client import KubeApi, create_or_update, is_not_found
+from koordkube.client import KubeApi, create_or_update
+from koordkube.errors import NotFound
 from koordkube.resources import NodeMetric, NodeSLO
 from manager.colocation import ColocationStrategy, strategy_for_node
 from manager.controllers.events import EventRecorder
@@ -123,8 +125,5 @@ class NodeMetricController:
 
 
 async def _delete(api: KubeApi, res: Any, name: str) -> None:
-    try:
+    with contextlib.suppress(NotFound):  # already gone
         await api.delete(res, name)
-    except Exception as err:
-        if not is_not_found(err):
-            raise

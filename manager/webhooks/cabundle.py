@@ -13,7 +13,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from koordkube.client import KubeApi, is_not_found, update_with_retry
+from koordkube.client import KubeApi, update_with_retry
+from koordkube.errors import NotFound
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +80,7 @@ class CABundleWriter:
                     write,
                     what=f"caBundle of {kind} {name}",
                 )
-            except Exception as err:
-                if not is_not_found(err):
-                    raise
+            except NotFound:
                 if (kind, name) not in self._missing:
                     log.warning("no %s %s: its caBundle is not kept", kind, name)
                     self._missing.add((kind, name))

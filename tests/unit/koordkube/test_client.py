@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 import trustme
-from lightkube import ApiError
 from lightkube.resources.core_v1 import ConfigMap, Node, Pod
 
 from koordkube import client as kc
+from koordkube import errors
 from koordkube.resources import NodeSLO
 from tests.fakekube import FakeKubeAPI
 from tests.unit.koordkube.fakes import node, run, write_kubeconfig
@@ -64,28 +63,6 @@ def test_namespaced_kinds_need_a_namespace_for_single_objects() -> None:
     assert kc._path(Node, name="n1", subresource="status") == "api/v1/nodes/n1/status"
     assert kc._path(Node.Status, name="n1") == "api/v1/nodes/n1/status"
     assert kc._path(NodeSLO, name="n1") == "apis/slo.koordinator.sh/v1alpha1/nodeslos/n1"
-
-
-def test_error_helpers_classify_status_codes() -> None:
-    async def scenario() -> None:
-        fake = FakeKubeAPI()
-        kube = fake.kube_api()
-        await kube.create(Node, node("n1"))
-        with pytest.raises(ApiError) as exists:
-            await kube.create(Node, node("n1"))
-        assert kc.is_already_exists(exists.value) and not kc.is_conflict(exists.value)
-        fake.fail("get", "/nodes/n1", 429, retry_after=3)
-        with pytest.raises(ApiError) as throttled:
-            await kube.get(Node, "n1")
-        assert kc.is_retryable(throttled.value) and kc.retry_after(throttled.value) == 3.0
-        with pytest.raises(ApiError) as missing:
-            await kube.get(Node, "n2")
-        assert kc.is_not_found(missing.value) and not kc.is_retryable(missing.value)
-        assert kc.reason(missing.value) == "NotFound"
-        assert kc.is_retryable(httpx2.ConnectError("refused"))
-        assert kc.status_code(ValueError()) is None
-
-    run(scenario())
 
 
 def test_backoff_doubles_up_to_the_cap_and_jitters_upwards() -> None:
@@ -167,7 +144,7 @@ def test_update_with_retry_gives_up_with_a_clear_error() -> None:
                 what="update cfg",
                 sleep=Sleeps(),
             )
-        assert isinstance(exc.value.__cause__, ApiError)
+        assert isinstance(exc.value.__cause__, errors.ServerError)
         assert len(fake.calls("update")) == 3
 
     run(scenario())
@@ -177,7 +154,7 @@ def test_update_with_retry_does_not_retry_other_errors_or_write_without_changes(
     async def scenario() -> None:
         fake = FakeKubeAPI()
         kube = fake.kube_api()
-        with pytest.raises(ApiError):
+        with pytest.raises(errors.NotFound):
             await kc.update_with_retry(
                 lambda: kube.get(ConfigMap, "cfg", namespace="ns"),
                 lambda obj: obj,
@@ -273,10 +250,10 @@ def test_every_request_is_told_to_the_observer_by_verb_resource_and_code() -> No
             Pod, "p", "eviction", {"apiVersion": "policy/v1", "kind": "Eviction"}, namespace="ns"
         )
         fake.fail("get", "/nodes/n1$", 429)
-        with pytest.raises(ApiError):
+        with pytest.raises(errors.Throttled):
             await kube.get(Node, "n1")
         fake.disconnect("delete", "/nodes/n1$")
-        with pytest.raises(httpx2.ConnectError):
+        with pytest.raises(errors.TransportError):
             await kube.delete(Node, "n1")
         await kube.delete(Node, "n1")
         stream = kube.watch(Node, resource_version="1", allow_bookmarks=False)

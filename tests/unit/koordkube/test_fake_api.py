@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 from typing import Any
 
-import httpx2
 import pytest
 from lightkube import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
@@ -14,15 +13,18 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Node, Pod
 from lightkube.types import PatchType
 
+from koordkube import errors
 from koordkube.client import KubeApi
 from koordkube.resources import NodeMetric
 from tests.fakekube import FakeKubeAPI
 from tests.unit.koordkube.fakes import node, pod, run
 
 
-def api_error(exc: pytest.ExceptionInfo[Any]) -> dict[str, Any]:
-    assert isinstance(exc.value, ApiError)
-    body: dict[str, Any] = exc.value.response.json()
+def api_error(exc: pytest.ExceptionInfo[errors.KubeError]) -> dict[str, Any]:
+    """The Status the fake answered with, from the lightkube error KubeApi raised from."""
+    cause = exc.value.__cause__
+    assert isinstance(cause, ApiError)
+    body: dict[str, Any] = cause.response.json()
     return body
 
 
@@ -49,7 +51,7 @@ def test_create_fills_metadata_and_a_second_create_is_already_exists() -> None:
         created = await kube.create(Node, node("n1"))
         meta = created["metadata"]
         assert meta["resourceVersion"] == "1" and meta["uid"] and meta["creationTimestamp"]
-        with pytest.raises(ApiError) as exc:
+        with pytest.raises(errors.KubeError) as exc:
             await kube.create(Node, node("n1"))
         assert api_error(exc) == {
             "kind": "Status",
@@ -61,7 +63,7 @@ def test_create_fills_metadata_and_a_second_create_is_already_exists() -> None:
             "details": {"name": "n1", "kind": "nodes"},
             "code": 409,
         }
-        assert exc.value.status.code == 409
+        assert exc.value.code == 409 and isinstance(exc.value, errors.AlreadyExists)
 
     run(scenario())
 
@@ -69,7 +71,7 @@ def test_create_fills_metadata_and_a_second_create_is_already_exists() -> None:
 def test_not_found_names_the_resource_with_its_group() -> None:
     async def scenario() -> None:
         kube = FakeKubeAPI().kube_api()
-        with pytest.raises(ApiError) as exc:
+        with pytest.raises(errors.KubeError) as exc:
             await kube.get(NodeMetric, "n1")
         body = api_error(exc)
         assert body["code"] == 404 and body["reason"] == "NotFound"
@@ -114,7 +116,7 @@ def test_a_stale_update_is_a_conflict_and_a_fresh_one_lands() -> None:
         assert int(second["metadata"]["resourceVersion"]) > int(
             first["metadata"]["resourceVersion"]
         )
-        with pytest.raises(ApiError) as exc:
+        with pytest.raises(errors.KubeError) as exc:
             await kube.replace(ConfigMap, {**first, "data": {"a": "2"}})
         body = api_error(exc)
         assert body["code"] == 409 and body["reason"] == "Conflict"
@@ -222,7 +224,7 @@ def test_merge_and_json_patches_and_a_stale_version_in_a_patch() -> None:
             patch_type=PatchType.JSON,
         )
         assert patched["data"] == {"k": "v"} and patched["metadata"]["labels"] == {"b": "9"}
-        with pytest.raises(ApiError) as exc:
+        with pytest.raises(errors.KubeError) as exc:
             await kube.patch(
                 ConfigMap,
                 "c",
@@ -232,10 +234,10 @@ def test_merge_and_json_patches_and_a_stale_version_in_a_patch() -> None:
             )
         assert api_error(exc)["code"] == 422
         stale = {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}}
-        with pytest.raises(ApiError) as exc:
+        with pytest.raises(errors.KubeError) as exc:
             await kube.patch(ConfigMap, "c", stale, namespace="ns")
         assert api_error(exc)["reason"] == "Conflict"
-        with pytest.raises(ApiError) as exc:
+        with pytest.raises(errors.KubeError) as exc:
             await kube.patch(ConfigMap, "c", {}, namespace="ns", patch_type=PatchType.APPLY)
         assert api_error(exc)["code"] == 415
 
@@ -275,7 +277,7 @@ def test_list_filters_by_label_and_field_selectors() -> None:
         response = await kube._http.get("api/v1/pods")
         assert "kind" not in response.json()["items"][0]  # built-in list items lack type meta
         assert (await kube.list(Pod)).items[0]["kind"] == "Pod"  # KubeApi fills it in
-        with pytest.raises(ApiError) as exc:
+        with pytest.raises(errors.KubeError) as exc:
             await names(labels="app in web")
         assert api_error(exc)["code"] == 400
 
@@ -289,7 +291,7 @@ def test_delete_returns_the_object_and_then_it_is_gone() -> None:
         await kube.create(Lease, {"metadata": {"name": "l", "namespace": "ns"}, "spec": {}})
         await kube.delete(Lease, "l", namespace="ns")
         assert fake.get("Lease", "l", "ns") is None
-        with pytest.raises(ApiError) as exc:
+        with pytest.raises(errors.KubeError) as exc:
             await kube.delete(Lease, "l", namespace="ns")
         assert api_error(exc)["code"] == 404
 
@@ -376,10 +378,11 @@ def test_a_watch_from_before_the_compaction_point_is_expired() -> None:
         fake = FakeKubeAPI()
         fake.seed(node("n1"), node("n2"), node("n3"))
         fake.compact()
-        with pytest.raises(ApiError) as exc:
+        with pytest.raises(errors.KubeError) as exc:
             await collect(fake.kube_api(), Node, 1, resource_version="1")
-        assert exc.value.status.code == 410 and exc.value.status.reason == "Expired"
-        assert exc.value.status.message == "too old resource version: 1 (3)"
+        assert isinstance(exc.value, errors.Gone) and exc.value.code == 410
+        assert exc.value.reason == "Expired"
+        assert exc.value.message == "too old resource version: 1 (3)"
         assert await collect(fake.kube_api(), Node, 1, timeout=0.1, resource_version="3") == []
 
     run(scenario())
@@ -396,7 +399,7 @@ def test_a_watch_ends_at_its_timeout_seconds_and_can_be_dropped() -> None:
         task = asyncio.create_task(collect(kube, Node, 1, timeout=3))
         await asyncio.sleep(0.02)
         fake.close_watches(error=True)
-        with pytest.raises(httpx2.ReadError):
+        with pytest.raises(errors.TransportError, match="ReadError"):
             await task
 
     run(scenario())
@@ -407,14 +410,13 @@ def test_injected_failures_and_recorded_requests() -> None:
         fake = FakeKubeAPI()
         kube = fake.kube_api()
         fake.fail("create", r"/nodes$", 503, times=1, retry_after=2)
-        with pytest.raises(ApiError) as exc:
+        with pytest.raises(errors.KubeError) as exc:
             await kube.create(Node, node("n1"))
-        details = exc.value.status.details
-        assert exc.value.status.code == 503 and details is not None
-        assert details.retryAfterSeconds == 2
+        assert isinstance(exc.value, errors.ServerError) and exc.value.code == 503
+        assert exc.value.retry_after == 2.0
         await kube.create(Node, node("n1"))  # only once
         fake.disconnect("get", r"/nodes/n1$")
-        with pytest.raises(httpx2.ConnectError):
+        with pytest.raises(errors.TransportError, match="ConnectError"):
             await kube.get(Node, "n1")
         assert [(r.method, r.verb, r.path) for r in fake.requests] == [
             ("POST", "create", "/api/v1/nodes"),
@@ -438,9 +440,9 @@ def test_lightkube_typed_calls_work_against_the_fake() -> None:
         assert listed == ["n1"]
         await client.patch(Node, "n1", {"metadata": {"labels": {"c": "d"}}})  # strategic = merge
         assert fake.get("Node", "n1")["metadata"]["labels"] == {"a": "b", "c": "d"}  # type: ignore[index]
-        with pytest.raises(ApiError) as exc:
+        with pytest.raises(ApiError) as lightkube_exc:  # lightkube's own calls: its own error
             await client.get(Pod, "missing", namespace="default")
-        assert exc.value.status.code == 404
+        assert lightkube_exc.value.status.code == 404
         await client.aclose()
 
     run(scenario())
@@ -468,15 +470,15 @@ def test_malformed_writes_get_the_real_status_codes() -> None:
             ),
         ]
         for call, code in cases:
-            with pytest.raises(ApiError) as exc:
+            with pytest.raises(errors.KubeError) as exc:
                 await call
-            assert exc.value.status.code == code, exc.value.status.message
+            assert exc.value.code == code, exc.value.message
         await kube.create(Node, node("n1"))
-        with pytest.raises(ApiError) as exc:
+        with pytest.raises(errors.KubeError) as exc:
             await kube._call(
                 "PUT", "api/v1/nodes/n1", body=node("n2"), verb="update", resource="nodes"
             )
-        assert exc.value.status.message == (
+        assert exc.value.message == (
             "the name of the object (n2) does not match the name on the URL (n1)"
         )
 
@@ -501,13 +503,13 @@ def test_json_patch_moves_and_copies_and_indexes_lists() -> None:
             patch_type=PatchType.JSON,
         )
         assert patched["spec"] == {"a": [1, 2, 3, 4], "c": [2, 3, 4], "d/e": 1}
-        with pytest.raises(ApiError) as exc:
+        with pytest.raises(errors.KubeError) as exc:
             await kube.patch(
                 NodeMetric,
                 "n1",
                 [{"op": "remove", "path": "/spec/missing"}],
                 patch_type=PatchType.JSON,
             )
-        assert exc.value.status.code == 422
+        assert isinstance(exc.value, errors.Invalid) and exc.value.code == 422
 
     run(scenario())

@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import httpx2
 import pytest
-from lightkube import ApiError
 from lightkube.resources.core_v1 import Node
 
 from koordkube.client import KubeApi
+from koordkube.errors import ServerError, TransportError
 from koordlet.cluster import build_api
 from koordlet.metrics import KoordletMetrics
 from tests.fakekube import FakeKubeAPI
@@ -39,10 +38,10 @@ def test_api_requests_are_counted_by_verb_resource_and_code() -> None:
             Node, "n1", {"status": {"allocatable": {"cpu": "4"}}}, subresource="status"
         )
         fake.fail("patch", "/nodes/n1/status$", 500)
-        with pytest.raises(ApiError):
+        with pytest.raises(ServerError):
             await kube.patch(Node, "n1", {"status": {}}, subresource="status")
         fake.disconnect("get", "/nodes/n1$")
-        with pytest.raises(httpx2.ConnectError):
+        with pytest.raises(TransportError):
             await kube.get(Node, "n1")
 
     asyncio.run(scenario())
