@@ -8,7 +8,8 @@ service account) and moves plain JSON dicts in and out of it with the retry loop
 deduplicates keys for reconcilers, ``leader`` runs Lease leader election and ``eviction`` asks
 for pod evictions through the Eviction API. ``probes`` (/healthz, /readyz, /metrics) and
 ``tlsreload`` (serving certificates that follow their files) are the serving helpers of the
-control-plane daemons. ``testing`` is the in-process fake API server for tests.
+control-plane daemons. The in-process fake API server for tests is tests/fakekube.py,
+outside the package.
 
 No policy lives here: the components turn the dicts into decisions with their own pure
 modules. This package imports only ``koordapi`` and third-party libraries, and nothing at

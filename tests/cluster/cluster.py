@@ -620,7 +620,7 @@ class Cluster:
                     text = r.read().decode()
             except urllib.error.HTTPError as err:
                 raise ClusterError(
-                    f"{method} {path}: {err.code} {err.read().decode()[:500]}"
+                    f"{method} {path}: {err.code} {err.read().decode()[:4000]}"
                 ) from err
             return json.loads(text) if text.startswith(("{", "[")) else text
 
