@@ -58,15 +58,6 @@ class Descheduler:
         self.metrics = DeschedulerMetrics()
         self.state = DeschedulerState(api, workloads=self.options.workloads)
         self.events = EventRecorder(api, clock=clock)
-        self.balancer = Balancer(
-            api,
-            self.state,
-            config,
-            self.metrics,
-            self.events,
-            clock=clock,
-            reconciler_uid=str(uuid.uuid4()),
-        )
         self.controller = MigrationController(
             api,
             self.state,
@@ -75,6 +66,17 @@ class Descheduler:
             self.events,
             clock=clock,
             requeue_after=self.options.requeue_after,
+        )
+        self.balancer = Balancer(
+            api,
+            self.state,
+            config,
+            self.metrics,
+            self.events,
+            clock=clock,
+            reconciler_uid=str(uuid.uuid4()),
+            # Evict asks the controller's objectLimiters before it creates a job
+            object_limited=self.controller.object_limits.exceeded,
         )
         self.elector: LeaderElector | None = None
         election = config.leader_election

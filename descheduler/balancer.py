@@ -24,18 +24,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from descheduler.anomaly import LowNodeLoadState
+from descheduler.cluster import PodInfo
 from descheduler.config import LOW_NODE_LOAD, DeschedulerConfig
 from descheduler.events import NORMAL, EventRecorder
 from descheduler.explain import ExplainStore, node_views
 from descheduler.lownodeload import BalanceResult, balance
 from descheduler.metrics import DeschedulerMetrics
+from descheduler.migration.args import MigrationControllerArgs
 from descheduler.migration.job import (
     ANNOTATION_DRY_RUN,
     STATUS_DRY_RUN,
     Mode,
+    Phase,
+    PodMigrationJob,
+    PodRef,
     new_pod_migration_job,
 )
-from descheduler.migration.limits import forbidden_reason
+from descheduler.migration.limits import Migrating, forbidden_reason, wait_reason
+from descheduler.migration.view import ClusterView, PodView
 from descheduler.state import DeschedulerState
 from koordkube.client import KubeApi
 from koordkube.resources import PodMigrationJob as PodMigrationJobResource
@@ -44,6 +50,12 @@ log = logging.getLogger(__name__)
 
 DRY_RUN_REASON = "DryRunMigration"  # ours: the Event a dry run posts on the pod
 TERMINAL_PHASES = ("Succeeded", "Failed", "Aborted")
+OPEN_PHASES = (Phase.PENDING, Phase.RUNNING)  # what the migration limits count at Filter time
+OPEN_JOB = "it has an open PodMigrationJob"
+
+ObjectLimited = Callable[[PodView], "tuple[str, str] | None"]
+"""The migration controller's objectLimiters (ObjectLimiters.exceeded): (limiter, why) when
+the pod's workload or namespace may not lose a pod now."""
 
 
 @dataclass
@@ -56,9 +68,8 @@ class RoundLimits:
     total: int = 0
 
     def refusal(self, node: str, namespace: str) -> str | None:
+        """EvictionLimiter.AllowEvict: the node's, then the namespace's, then the total."""
         c = self.config
-        if c.max_pods_total is not None and self.total >= c.max_pods_total:
-            return f"maxNoOfPodsToEvictTotal {c.max_pods_total} reached"
         if c.max_pods_per_node is not None and self.per_node.get(node, 0) >= c.max_pods_per_node:
             return f"maxNoOfPodsToEvictPerNode {c.max_pods_per_node} reached on {node}"
         if (
@@ -68,12 +79,71 @@ class RoundLimits:
             return (
                 f"maxNoOfPodsToEvictPerNamespace {c.max_pods_per_namespace} reached in {namespace}"
             )
+        if c.max_pods_total is not None and self.total >= c.max_pods_total:
+            return f"maxNoOfPodsToEvictTotal {c.max_pods_total} reached"
         return None
 
     def count(self, node: str, namespace: str) -> None:
         self.total += 1
         self.per_node[node] = self.per_node.get(node, 0) + 1
         self.per_namespace[namespace] = self.per_namespace.get(namespace, 0) + 1
+
+
+@dataclass
+class RoundEvictor:
+    """The evictor one round hands its pods to: Koordinator's Evictor().Filter (``filter``:
+    the migration controller's checks, so that a pod it would refuse is never counted as
+    moving) and Evict (``admit``: the round's maxNoOfPodsToEvict* limits, and outside a dry
+    run the object limiters, before the pod is taken). What the round takes is remembered:
+    taken pods have an open job from then on, and outside a dry run count against the
+    migration limits of the pods after them. ``outcomes`` says what became of each pod
+    refused (namespace/name -> text), for /explain."""
+
+    migration: MigrationControllerArgs
+    view: ClusterView
+    active: set[str]  # pods with an open PodMigrationJob (a dry run's too)
+    migrating: list[Migrating]  # open jobs the migration limits count (not a dry run's)
+    limits: RoundLimits
+    dry_run: bool
+    object_limited: ObjectLimited | None = None
+    outcomes: dict[str, str] = field(default_factory=dict)
+
+    def filter(self, pod: PodInfo) -> str | None:
+        """Why the migration controller would refuse ``pod`` now, None if it would not."""
+        why = self._filter(pod)
+        if why is not None:
+            self.outcomes[pod.key] = f"not migrated: {why}"
+        return why
+
+    def _filter(self, pod: PodInfo) -> str | None:
+        view = self.view.pod(pod.key)
+        if view is None:
+            return "the pod is not in the cache"
+        if pod.key in self.active:
+            return OPEN_JOB
+        forbidden = forbidden_reason(view, self.migration, self.view)
+        if forbidden is not None:
+            return forbidden
+        hold = wait_reason(view, self.migration, self.view, self.migrating)
+        return None if hold is None else hold.message
+
+    def admit(self, node: str, pod: PodInfo, reason: str) -> str | None:
+        """None when the eviction of ``pod`` off ``node`` is taken, else why not."""
+        why = self.limits.refusal(node, pod.namespace)
+        view = self.view.pod(pod.key)
+        if why is None and not self.dry_run and view is not None and self.object_limited:
+            limited = self.object_limited(view)
+            if limited is not None:
+                why = limited[1]
+        if why is not None:
+            self.outcomes[pod.key] = f"not migrated this round: {why}"
+            return why
+        self.limits.count(node, pod.namespace)
+        self.active.add(pod.key)
+        if not self.dry_run and view is not None:  # the job it will get, as the limits see it
+            job = PodMigrationJob("", pod_ref=PodRef(view.namespace, view.name, view.uid))
+            self.migrating.append(Migrating(job, view))
+        return None
 
 
 class Balancer:
@@ -88,8 +158,11 @@ class Balancer:
         clock: Callable[[], float] = time.time,
         reconciler_uid: str = "",
         name_job: Callable[[], str] = lambda: str(uuid.uuid4()),
+        object_limited: ObjectLimited | None = None,
     ) -> None:
         self.api, self.state, self.config = api, state, config
+        # the migration controller's objectLimiters, which Evict asks before creating a job
+        self.object_limited = object_limited
         self.metrics, self.events, self.clock = metrics, events, clock
         self.reconciler_uid = reconciler_uid or str(uuid.uuid4())
         self.name_job = name_job
@@ -139,18 +212,44 @@ class Balancer:
             return
         infos = self.state.node_infos(nodes)
         migration = self.config.migration
-        result = balance(args, infos, self.lnl_state, now, migration.effective_evictor())
+        evictor = self._evictor()
+        result = balance(
+            args, infos, self.lnl_state, now, migration.effective_evictor(),
+            pod_filter=evictor.filter, admit=evictor.admit,
+        )  # fmt: skip
         self.last = result
-        outcomes: dict[str, str] = {}
+        outcomes = evictor.outcomes
         try:
             await self._migrate(result, outcomes)
         finally:
             views = node_views(args, infos, result, self.lnl_state, now, outcomes=outcomes)
             self.explain.record(now, self.config.effective_dry_run, views)
 
+    def _evictor(self) -> RoundEvictor:
+        """This round's evictor, over the informers' pods, workloads and open jobs."""
+        view = self.state.cluster_view()
+        active: set[str] = set()
+        migrating: list[Migrating] = []
+        for job, _ in self.state.jobs():
+            if job.pod_ref is None or job.effective_phase in TERMINAL_PHASES:
+                continue
+            active.add(job.pod_ref.key)
+            if not job.dry_run and job.effective_phase in OPEN_PHASES:
+                migrating.append(Migrating(job, view.pod(job.pod_ref.key)))
+        return RoundEvictor(
+            self.config.migration,
+            view,
+            active,
+            migrating,
+            RoundLimits(self.config),
+            self.config.effective_dry_run,
+            object_limited=self.object_limited,
+        )
+
     async def _migrate(self, result: BalanceResult, outcomes: dict[str, str]) -> None:
-        """A job (or a dry-run Event) per pod the round chose; ``outcomes`` gets what became of
-        each (by namespace/name), for /explain."""
+        """A job (or a dry-run one, with an Event) per pod the round took; ``outcomes`` gets
+        what became of each (by namespace/name), for /explain. The round has already asked the
+        evictor (filter, limits) about each pod."""
         if result.paused:
             log.info("LowNodeLoad is paused")
             return
@@ -161,41 +260,21 @@ class Balancer:
                 log.info(
                     "node %s is hot: %s%s", hot.node, hot.reason, f" ({hot.note})" * bool(hot.note)
                 )
-        victims = result.victims()
-        if not victims:
-            return
-        migration = self.config.migration
+                for refused in hot.refused:
+                    # a pod whose job is under way is passed over every round: not news
+                    level = logging.DEBUG if refused.reason == OPEN_JOB else logging.INFO
+                    log.log(level, "pod %s is not migrated: %s", refused.pod, refused.reason)
         dry_run = self.config.effective_dry_run
-        view = self.state.cluster_view()
-        active = {
-            job.pod_ref.key
-            for job, _ in self.state.jobs()
-            if job.pod_ref is not None and job.effective_phase not in TERMINAL_PHASES
-        }
-        limits = RoundLimits(self.config)
-        for node, victim in victims:
+        written: set[str] = set()
+        for node, victim in result.victims():
             pod = self.state.pod(victim.pod)
-            pod_view = view.pod(victim.pod)
-            if pod is None or pod_view is None:
+            if pod is None:
                 outcomes.setdefault(victim.pod, "not migrated: the pod is not in the cache")
                 continue
-            namespace = pod_view.namespace
-            if victim.pod in active:
-                log.debug("pod %s already has a PodMigrationJob", victim.pod)
-                outcomes.setdefault(victim.pod, "not migrated: it has an open PodMigrationJob")
+            if victim.pod in written:  # chosen again by an overlapping pool
                 continue
-            forbidden = forbidden_reason(pod_view, migration, view)
-            if forbidden is not None:
-                log.info("pod %s is not migrated: %s", victim.pod, forbidden)
-                outcomes[victim.pod] = f"not migrated: {forbidden}"
-                continue
-            refused = limits.refusal(node, namespace)
-            if refused is not None:
-                log.info("pod %s is not migrated this round: %s", victim.pod, refused)
-                outcomes[victim.pod] = f"not migrated this round: {refused}"
-                continue
-            limits.count(node, namespace)
-            active.add(victim.pod)
+            written.add(victim.pod)
+            namespace = str((pod.get("metadata") or {}).get("namespace", ""))
             if dry_run:
                 message = (
                     f"dry run: {LOW_NODE_LOAD} would migrate pod {victim.pod} off node {node}: "

@@ -19,8 +19,18 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+from descheduler.nodefit import (
+    NodeSelectorTerm,
+    Taint,
+    Toleration,
+    node_taints,
+    pod_requests,
+    pod_tolerations,
+    required_node_affinity,
+)
 from koordapi import keys, qos
 from koordapi.errors import ModelError
 from koordapi.nodemetric import MetricError, read_node_metric
@@ -64,6 +74,11 @@ class PodInfo:
     deletion_cost: int = 0
     eviction_cost: int = 0
     created: float | None = None  # creationTimestamp, seconds since the epoch
+    # what NodeFit reads: the requests of every resource named (PodRequests), the
+    # tolerations, and the required node affinity's terms (None: the pod requires none)
+    requests: Mapping[str, int] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    node_affinity: tuple[NodeSelectorTerm, ...] | None = None
 
     @property
     def key(self) -> str:
@@ -85,7 +100,8 @@ class NodeMetricData:
 
 @dataclass(frozen=True)
 class NodeInfo:
-    """One node: its raw allocatable, the pods assigned to it and its NodeMetric."""
+    """One node: its raw allocatable, the pods assigned to it (those that hold resources: not
+    Succeeded, not Failed) and its NodeMetric; its taints and status.allocatable for NodeFit."""
 
     name: str
     allocatable: Mapping[str, int]
@@ -94,6 +110,22 @@ class NodeInfo:
     labels: Mapping[str, str] = field(default_factory=dict)
     unschedulable: bool = False
     note: str = ""  # why a NodeMetric was ignored
+    taints: tuple[Taint, ...] = ()
+    # status.allocatable, which NodeFit's requests are held against (the raw allocatable
+    # above is what usage percentages are of); None: the same as ``allocatable``
+    status_allocatable: Mapping[str, int] | None = None
+
+    @cached_property
+    def requested(self) -> Mapping[str, int]:
+        """What the node's pods request, by resource, and their number under "pods"
+        (NodeUtilization)."""
+        total: dict[str, int] = {}
+        for pod in self.pods:
+            for name, amount in pod.requests.items():
+                if name != "pods":
+                    total[name] = total.get(name, 0) + amount
+        total["pods"] = len(self.pods)
+        return total
 
 
 def _parse_time(text: Any) -> float | None:
@@ -155,6 +187,9 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         deletion_cost=_cost(annotations, ANNOTATION_DELETION_COST),
         eviction_cost=_cost(annotations, ANNOTATION_EVICTION_COST),
         created=_parse_time(metadata.get("creationTimestamp")),
+        requests=pod_requests(spec),
+        tolerations=pod_tolerations(spec),
+        node_affinity=required_node_affinity(spec),
     )
 
 
@@ -181,6 +216,11 @@ def raw_allocatable(node: Mapping[str, Any]) -> dict[str, int]:
             raw = None
         if raw is not None:
             return raw
+    return status_allocatable(node)
+
+
+def status_allocatable(node: Mapping[str, Any]) -> dict[str, int]:
+    """status.allocatable as integers; amounts that do not parse count as absent."""
     allocatable = (node.get("status") or _EMPTY).get("allocatable") or _EMPTY
     result = {}
     for name, amount in allocatable.items():
@@ -189,6 +229,11 @@ def raw_allocatable(node: Mapping[str, Any]) -> dict[str, int]:
         except ModelError:
             continue
     return result
+
+
+def holds_resources(pod: Mapping[str, Any]) -> bool:
+    """Not Succeeded and not Failed: a pod ListPodsOnANode counts on its node."""
+    return (pod.get("status") or _EMPTY).get("phase") not in ("Succeeded", "Failed")
 
 
 def node_metric_data(node_metric: Mapping[str, Any]) -> NodeMetricData | None:
@@ -218,8 +263,10 @@ def node_info(
     node_metric: Mapping[str, Any] | None,
     pods: Iterable[Mapping[str, Any]],
 ) -> NodeInfo:
-    """A node, its NodeMetric (or None) and the pods assigned to it, from their JSON. A
-    NodeMetric that does not parse counts as none, with the reason in NodeInfo.note."""
+    """A node, its NodeMetric (or None) and the pods assigned to it, from their JSON. Pods
+    that have Succeeded or Failed are left out (they hold nothing, as ListPodsOnANode leaves
+    them out). A NodeMetric that does not parse counts as none, with the reason in
+    NodeInfo.note."""
     metadata = node.get("metadata") or _EMPTY
     metric, note = None, ""
     if node_metric is not None:
@@ -230,9 +277,11 @@ def node_info(
     return NodeInfo(
         name=str(metadata.get("name", "")),
         allocatable=raw_allocatable(node),
-        pods=tuple(pod_info(pod) for pod in pods),
+        pods=tuple(pod_info(pod) for pod in pods if holds_resources(pod)),
         metric=metric,
         labels=dict(metadata.get("labels") or {}),
         unschedulable=(node.get("spec") or _EMPTY).get("unschedulable") is True,
         note=note,
+        taints=node_taints(node),
+        status_allocatable=status_allocatable(node),
     )

@@ -5,7 +5,8 @@ For each ready node of the last round: the pools that looked at it, with its cat
 and prod usage against the low and high (and prod) thresholds as amounts and percentages of
 its raw allocatable, whether the round found it anomalous and the consecutive abnormal reports
 its detector counts, the pods chosen to leave it with LowNodeLoad's reason and what the
-balancer did with each, the note when none was chosen; the round's time and whether it was a
+balancer did with each (then the pods the evictor refused, without a reason, with why not),
+the note when none was chosen; the round's time and whether it was a
 dry run. The PodMigrationJobs open for the node's pods come from the informers at request time.
 
 The store is small and bounded: one JSON-ready entry per ready node, all replaced each round,
@@ -102,6 +103,15 @@ def _pool_view(
         "candidates": [
             {"pod": v.pod, "reason": v.reason, "outcome": outcomes.get(v.pod, "")}
             for v in (hot.victims if hot is not None else ())
+        ]
+        # pods the evictor refused (their usage stayed on the node): no reason to move, why not
+        + [
+            {
+                "pod": r.pod,
+                "reason": "",
+                "outcome": outcomes.get(r.pod) or f"not migrated: {r.reason}",
+            }
+            for r in (hot.refused if hot is not None else ())
         ],
         "note": _note(snap, result, hot, anomalous),
     }

@@ -20,7 +20,7 @@ classes, order and the pod filters are descheduler.utilization's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from descheduler.anomaly import AnomalyDetector, LowNodeLoadState
@@ -52,13 +52,26 @@ class Victim:
 
 @dataclass(frozen=True)
 class HotNode:
-    """A node found anomalous, with the pods chosen to leave it, in eviction order."""
+    """A node found anomalous, with the pods chosen to leave it, in eviction order, and the
+    pods the evictor refused (``refused``: each with why; their usage stays on the node)."""
 
     node: str
     prod: bool  # judged by its prod usage and prod thresholds
     reason: str  # why it is hot, before any of its pods was chosen
     victims: tuple[Victim, ...] = ()
     note: str = ""  # why no pod was chosen, where none was
+    refused: tuple[Victim, ...] = ()  # Victim.reason: why the evictor refused the pod
+
+
+PodFilter = Callable[[PodInfo], str | None]
+"""The evictor's Filter (Koordinator's Evictor().Filter, the migration controller's checks):
+why a pod may not be migrated, None when it may. Asked when the round sorts out the node's
+removable pods and again right before each eviction."""
+
+Admit = Callable[[str, PodInfo, str], str | None]
+"""The evictor's Evict for (node, pod, eviction reason): None when the eviction is taken (the
+pod's usage then counts as moved), else why it was refused (a per-node, per-namespace or
+total limit, say): the pod is skipped and the round goes on with the next."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +161,11 @@ class _Round:
     thresholds: Thresholds
     state: LowNodeLoadState
     now: float
+    pod_filter: PodFilter | None = None
+    admit: Admit | None = None
+
+    def filtered(self, pod: PodInfo) -> str | None:
+        return None if self.pod_filter is None else self.pod_filter(pod)
 
     def detector(self, prod: bool) -> AnomalyDetector:
         return self.state.prod_detector if prod else self.state.node_detector
@@ -161,12 +179,20 @@ class _Round:
             return False
         return all(available[name] > 0 for name in self.thresholds.resource_names)
 
-    def removable(self, source: NodeLoad, targets: Sequence[NodeLoad], prod: bool) -> list[PodInfo]:
-        """classifyPods: the pods the filters let go and, with nodeFit, that fit a target
-        (which then keeps their usage, whether or not they are chosen later)."""
+    def removable(
+        self, source: NodeLoad, targets: Sequence[NodeLoad], prod: bool, refused: list[Victim]
+    ) -> list[PodInfo]:
+        """classifyPods: the pods the filters let go (the evictor's protections, the plugin's
+        namespaces and pod selectors, then the evictor's filter, whose refusals go to
+        ``refused``) and, with nodeFit, that fit a target (which then keeps their usage,
+        whether or not they are chosen later)."""
         result = []
         for pod in source.prod_pods if prod else source.node.pods:
             if eviction_blocker(pod, self.args, self.evictor) is not None:
+                continue
+            why = self.filtered(pod)
+            if why is not None:
+                refused.append(Victim(pod.key, why))
                 continue
             if self.args.node_fit:
                 pod_usage = source.pod_usage(pod)
@@ -178,15 +204,30 @@ class _Round:
         return result
 
     def choose(
-        self, source: NodeLoad, pods: Sequence[PodInfo], available: dict[str, int], prod: bool
+        self,
+        source: NodeLoad,
+        pods: Sequence[PodInfo],
+        available: dict[str, int],
+        prod: bool,
+        refused: list[Victim],
     ) -> list[Victim]:
-        """evictPods: take pods in order while the node is over and the targets have room,
-        taking each chosen pod's usage off the node and off what the targets can take."""
+        """evictPods: take pods in order while the node is over and the targets have room.
+        Each pod passes the evictor's filter again and then its Evict (``admit``; not in the
+        plugin's own dry run, which evicts nothing and so asks no evictor); a pod refused by
+        either is skipped, its usage still on the node. Each chosen pod's usage comes off
+        the node and off what the targets can take."""
         victims = []
         for pod in pods:
             if not self.may_continue(source, available, prod):
                 break
-            victims.append(Victim(pod.key, eviction_reason(source, self.thresholds, prod=prod)))
+            reason = eviction_reason(source, self.thresholds, prod=prod)
+            why = self.filtered(pod)
+            if why is None and self.admit is not None and not self.args.dry_run:
+                why = self.admit(source.name, pod, reason)
+            if why is not None:
+                refused.append(Victim(pod.key, why))
+                continue
+            victims.append(Victim(pod.key, reason))
             pod_usage = source.pod_usage(pod)
             if pod_usage is None:
                 continue  # chosen, but nothing is known to move with it
@@ -212,14 +253,23 @@ class _Round:
             if not targets:
                 hot.append(HotNode(source.name, prod, reason, note="no target nodes"))
                 continue
-            pods = self.removable(source, targets, prod)
+            refused: list[Victim] = []
+            pods = self.removable(source, targets, prod, refused)
             if not pods:
-                hot.append(HotNode(source.name, prod, reason, note="no removable pods"))
+                hot.append(
+                    HotNode(
+                        source.name, prod, reason, note="no removable pods", refused=tuple(refused)
+                    )
+                )
                 continue
             ordered = sort_pods_for_eviction(source, pods, self.pool.resource_weights, prod=prod)
-            victims = self.choose(source, ordered, available, prod)
-            note = "" if victims else "stopped before the first pod"
-            hot.append(HotNode(source.name, prod, reason, tuple(victims), note))
+            filtered = len(refused)
+            victims = self.choose(source, ordered, available, prod, refused)
+            note = ""
+            if not victims:
+                refusals = "the evictor refused every pod it reached"
+                note = refusals if len(refused) > filtered else "stopped before the first pod"
+            hot.append(HotNode(source.name, prod, reason, tuple(victims), note, tuple(refused)))
         return hot
 
 
@@ -269,9 +319,12 @@ def balance_pool(
     *,
     evictor: EvictorArgs | None = None,
     processed: set[str] | None = None,
+    pod_filter: PodFilter | None = None,
+    admit: Admit | None = None,
 ) -> PoolResult:
     """processOneNodePool: one pool's round. Updates ``state`` (anomaly detectors) and
-    ``processed`` (the pool's over-threshold nodes, which later pools then skip)."""
+    ``processed`` (the pool's over-threshold nodes, which later pools then skip).
+    ``pod_filter`` and ``admit`` are the evictor's Filter and Evict (None: every pod passes)."""
     processed = set() if processed is None else processed
     members = select_pool_nodes(pool, nodes, processed)
     if not members:
@@ -326,7 +379,7 @@ def balance_pool(
     weights = pool.resource_weights
     abnormal = sort_nodes_by_usage(abnormal, weights, ascending=False, prod=False)
     abnormal_prod = sort_nodes_by_usage(abnormal_prod, weights, ascending=False, prod=True)
-    run = _Round(pool, args, evictor or EvictorArgs(), thresholds, state, now)
+    run = _Round(pool, args, evictor or EvictorArgs(), thresholds, state, now, pod_filter, admit)
     hot = _evict_from_sources(run, classes, abnormal, abnormal_prod)
     # tryMarkNodesAsNormal: one normal observation for each anomalous node after the round
     for load in abnormal:
@@ -372,15 +425,21 @@ def balance(
     state: LowNodeLoadState,
     now: float,
     evictor: EvictorArgs | None = None,
+    *,
+    pod_filter: PodFilter | None = None,
+    admit: Admit | None = None,
 ) -> BalanceResult:
     """The plugin's Balance: every pool in order (the default pool first). Nothing when
-    paused. ``state`` carries the anomaly detectors from one round to the next."""
+    paused. ``state`` carries the anomaly detectors from one round to the next;
+    ``pod_filter`` and ``admit`` are the evictor's Filter and Evict (see their types)."""
     if args.paused:
         return BalanceResult(dry_run=args.dry_run, paused=True)
     processed: set[str] = set()
     results = []
     for pool in args.node_pools:
-        results.append(
-            balance_pool(pool, args, nodes, state, now, evictor=evictor, processed=processed)
-        )
+        result = balance_pool(
+            pool, args, nodes, state, now,
+            evictor=evictor, processed=processed, pod_filter=pod_filter, admit=admit,
+        )  # fmt: skip
+        results.append(result)
     return BalanceResult(tuple(results), dry_run=args.dry_run)

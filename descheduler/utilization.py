@@ -1,6 +1,6 @@
 """Node utilization and pod choice for LowNodeLoad: thresholds and usage (NodeLoad), node
 classification (Classes), the order nodes and pods are taken in, and which pods may go
-(eviction_blocker, pod_fits_node, pod_fits_any_node_with_threshold).
+(eviction_blocker, pod_fits_node with descheduler.nodefit, pod_fits_any_node_with_threshold).
 
 It follows Koordinator v1.8.0's pkg/descheduler/framework/plugins/loadaware/low_node_load.go
 and utilization_util.go (usage, thresholds, classification, node fit),
@@ -17,6 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from descheduler import nodefit
 from descheduler.args import EvictorArgs, LowNodeLoadArgs, NodePool
 from descheduler.cluster import NodeInfo, PodInfo
 from koordapi import qos
@@ -418,12 +419,29 @@ def eviction_blocker(
     return None
 
 
+def node_fit_problems(pod: PodInfo, node: NodeInfo) -> list[str]:
+    """NodeFit: why ``pod`` could not be scheduled onto ``node`` (empty: it could). Its
+    nodeSelector and required node affinity, the node's NoSchedule and NoExecute taints, its
+    requests against what the node's pods leave of its status allocatable, and the node being
+    schedulable; all are checked, as upstream collects every error."""
+    problems = []
+    if not nodefit.match_node_selector(
+        pod.node_selector, pod.node_affinity, node.labels, node.name
+    ):
+        problems.append("pod node selector does not match the node label")
+    if not nodefit.tolerates_taints(pod.tolerations, node.taints):
+        problems.append("pod does not tolerate taints on the node")
+    allocatable = node.allocatable if node.status_allocatable is None else node.status_allocatable
+    for name in nodefit.fits_requests(pod.requests, allocatable, node.requested):
+        problems.append(f"insufficient {name}")
+    if node.unschedulable:
+        problems.append("node is not schedulable")
+    return problems
+
+
 def pod_fits_node(pod: PodInfo, node: NodeInfo) -> bool:
-    """The part of the descheduler's NodeFit modelled here: the node is schedulable and
-    carries the labels of the pod's spec.nodeSelector."""
-    return not node.unschedulable and all(
-        node.labels.get(key) == value for key, value in pod.node_selector.items()
-    )
+    """NodeFit without the reasons (node_fit_problems)."""
+    return not node_fit_problems(pod, node)
 
 
 def pod_fits_any_node_with_threshold(

@@ -109,7 +109,9 @@ def _pool_lines(pool: dict[str, Any]) -> list[str]:
     if pool["candidates"]:
         lines.append("    candidates:")
     for cand in pool["candidates"]:
-        lines.append(f"      {cand['pod']}: {cand['reason']}")
+        lines.append(
+            f"      {cand['pod']}: {cand['reason']}" if cand["reason"] else f"      {cand['pod']}"
+        )
         if cand.get("outcome"):
             lines.append(f"        -> {cand['outcome']}")
     if pool["note"]:

@@ -24,13 +24,17 @@ def build_node(
     unschedulable: bool = False,
     labels: dict[str, str] | None = None,
     extended: dict[str, int] | None = None,
+    taints: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """BuildTestNode: allocatable = capacity."""
     allocatable = {"cpu": f"{millicpu}m", "memory": str(memory), "pods": str(pods)}
     allocatable.update({k: str(v) for k, v in (extended or {}).items()})
+    spec: dict[str, Any] = {"unschedulable": unschedulable}
+    if taints:
+        spec["taints"] = taints
     return {
         "metadata": {"name": name, "labels": labels or {}},
-        "spec": {"unschedulable": unschedulable},
+        "spec": spec,
         "status": {"allocatable": allocatable},
     }
 
@@ -50,8 +54,12 @@ def build_pod(
     node_selector: dict[str, str] | None = None,
     extended: dict[str, int] | None = None,
     best_effort: bool = False,
+    tolerations: list[dict[str, str]] | None = None,
+    affinity_terms: list[dict[str, Any]] | None = None,
+    overhead: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """BuildTestPod: cpu and memory requests (none for a best-effort pod)."""
+    """BuildTestPod: cpu and memory requests (none for a best-effort pod); tolerations,
+    required node affinity terms and overhead when given."""
     requests: dict[str, str] = {}
     if not best_effort:
         requests = {"cpu": f"{millicpu}m", "memory": str(memory)}
@@ -60,6 +68,15 @@ def build_pod(
         "nodeName": node,
         "containers": [{"name": "c", "resources": {"requests": requests}}],
     }
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if affinity_terms is not None:
+        required = {"nodeSelectorTerms": affinity_terms}
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
+        }
+    if overhead:
+        spec["overhead"] = overhead
     if priority is not None:
         spec["priority"] = priority
     if volumes:

@@ -25,6 +25,7 @@ from descheduler.migration.job import (
     REASON_UNSUPPORTED_MODE,
     STATUS_DRY_RUN,
 )
+from descheduler.migration.view import pod_view
 from tests.fakekube import KINDS, FakeKubeAPI, Kind
 from tests.unit.koordkube.fakes import eventually
 
@@ -400,3 +401,114 @@ def test_object_limiters_space_out_the_evictions_of_one_workload() -> None:
         assert len(evicted()) == 2
 
     asyncio.run(asyncio.wait_for(running(app, body), 20))
+
+
+def shedding_cluster(pods: list[dict[str, Any]]) -> FakeKubeAPI:
+    """``hot`` with ``pods``, ``cold`` (16 cores: room for them all) with one 100m pod; the
+    ReplicaSet expects 6."""
+    api = FakeKubeAPI(kinds=(*KINDS, *APPS))
+    cold = node("cold")
+    cold["status"]["allocatable"]["cpu"] = "16"
+    cold_pods = [pod("web-9", "cold", 100)]
+    api.seed(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "web", "namespace": "default", "uid": RS_UID},
+            "spec": {"replicas": 6},
+        },
+        node("hot"),
+        cold,
+        *pods,
+        *cold_pods,
+        node_metric("hot", pods),
+        node_metric("cold", cold_pods),
+    )
+    return api
+
+
+def job_pods(api: FakeKubeAPI) -> list[str]:
+    refs = (job["spec"]["podRef"] for job in api.objects("PodMigrationJob"))
+    return sorted(f"{ref['namespace']}/{ref['name']}" for ref in refs)
+
+
+def test_a_pod_the_migration_controller_refuses_is_not_counted_as_moving() -> None:
+    # guard's 600m would cover hot's 600m excess alone, but its eviction cost is the maximum:
+    # the round leaves it (and its usage) out and x1 and x2 (450m each) go instead. The
+    # DaemonSet pod only adds usage. Before, guard was chosen, the round stopped there, and
+    # the migration filter then refused it: nothing moved.
+    guard = pod("guard", "hot", 600)
+    guard["metadata"]["annotations"] = {"scheduling.koordinator.sh/eviction-cost": "2147483647"}
+    ds = pod("ds", "hot", 1100)
+    ds["metadata"]["ownerReferences"][0] |= {"kind": "DaemonSet", "uid": "ds-uid"}
+    api = shedding_cluster([ds, pod("x1", "hot", 450), guard, pod("x2", "hot", 450)])
+    app = make_app(api, parse_config(config_text()))
+
+    async def body() -> None:
+        await eventually(lambda: app.metrics.rounds._value.get() == 1, 5)
+
+    asyncio.run(asyncio.wait_for(running(app, body), 20))
+    assert job_pods(api) == ["default/x1", "default/x2"]
+    view = app.balancer.explain.node("hot")
+    assert view is not None
+    (pool,) = view["pools"]
+    outcomes = {c["pod"]: c["outcome"] for c in pool["candidates"]}
+    assert outcomes["default/guard"] == (
+        "not migrated: pod has the maximum eviction cost (2147483647)"
+    )
+    assert outcomes["default/x1"].startswith("PodMigrationJob ")
+
+
+def test_a_pod_over_a_round_limit_is_skipped_and_its_usage_stays() -> None:
+    # 3300m on hot (high 2000m): a1, a2 (namespace a) and b1 (namespace b), 1100m each, in
+    # that order. maxNoOfPodsToEvictPerNamespace 1 refuses a2; its usage stays on hot, which
+    # is still over, so b1 goes. Before, a2 counted as moved, the round stopped, and the
+    # limit then dropped it: only a1 moved and hot stayed over.
+    pods = [pod("a1", "hot", 1100), pod("a2", "hot", 1100), pod("b1", "hot", 1100)]
+    for p, namespace in zip(pods, ("a", "a", "b"), strict=True):
+        p["metadata"]["namespace"] = namespace
+    api = shedding_cluster(pods)
+    # node_metric names every pod in "default": the pods' namespaces as they are
+    metric = api.get("NodeMetric", "hot")
+    assert metric is not None
+    for entry, namespace in zip(metric["status"]["podsMetric"], ("a", "a", "b"), strict=True):
+        entry["namespace"] = namespace
+    api.seed(metric)
+    text = config_text().replace(
+        "dryRun: false", "dryRun: false\nmaxNoOfPodsToEvictPerNamespace: 1"
+    )
+    app = make_app(api, parse_config(text))
+
+    async def body() -> None:
+        await eventually(lambda: app.metrics.rounds._value.get() == 1, 5)
+
+    asyncio.run(asyncio.wait_for(running(app, body), 20))
+    assert job_pods(api) == ["a/a1", "b/b1"]
+    view = app.balancer.explain.node("hot")
+    assert view is not None
+    outcomes = {c["pod"]: c["outcome"] for c in view["pools"][0]["candidates"]}
+    assert outcomes["a/a2"] == (
+        "not migrated this round: maxNoOfPodsToEvictPerNamespace 1 reached in a"
+    )
+
+
+def test_evict_asks_the_object_limiters_before_it_creates_a_job() -> None:
+    # the workload lost a pod a moment ago: its bucket (2 per 5 minutes for 4 replicas,
+    # burst 1) is empty, so no job is created for its pods, as Koordinator's Evict refuses
+    # them (checkPodExceedObjectLimiter) before CreatePodMigrationJob
+    api = hot_and_cold()
+    app = make_app(api, parse_config(config_text()))
+    web = api.get("Pod", "web-3")
+    assert web is not None
+    app.controller.object_limits.track(pod_view(web), lambda uid: 4, None)
+
+    async def body() -> None:
+        await eventually(lambda: app.metrics.rounds._value.get() == 1, 5)
+
+    asyncio.run(asyncio.wait_for(running(app, body), 20))
+    assert api.objects("PodMigrationJob") == []
+    view = app.balancer.explain.node("hot")
+    assert view is not None
+    outcome = view["pools"][0]["candidates"][0]["outcome"]
+    assert outcome.startswith("not migrated this round: the workload web/ReplicaSet/apps/v1")
+    assert "has been frequently descheduled recently" in outcome

@@ -798,3 +798,183 @@ def test_balance_pool_with_an_empty_selection() -> None:
     assert balance_pool(pool, args, cluster(N1_N2_N3, []), LowNodeLoadState(), NOW).note == (
         "no nodes to process"
     )
+
+
+# -- NodeFit in a round, and the evictor's filter and limits (the round as Koordinator's runs)
+
+
+def test_only_other_node_does_not_match_the_node_affinity_of_p4_and_p5() -> None:
+    nodes = [
+        build_node("n1", 4000, 3000, 9),
+        build_node("n2", 4000, 3000, 10, labels={"datacenter": "east"}),
+    ]
+    west = [{"matchExpressions": [{"key": "datacenter", "operator": "In", "values": ["west"]}]}]
+    pods = [
+        *rs_pods("n1", "p1", "p2", "p3"),
+        build_pod("p4", 400, 0, "n1", owner="Pod", affinity_terms=west),
+        build_pod("p5", 400, 0, "n1", owner="Pod", affinity_terms=west),
+        *protected("n1"),
+        build_pod("p9", 0, 0, "n2"),
+    ]
+    result = run_round(pool_args(LOW_30, HIGH_50), nodes, pods)
+    assert evicted(result) == ["p1", "p2", "p3"]
+
+
+def test_only_pods_that_tolerate_the_low_nodes_taint_are_candidates() -> None:
+    # own: n2, the only target, is tainted dedicated=spare:NoSchedule; p2 tolerates it by
+    # key and value, p4 by key (Exists), p3's toleration is for NoExecute only
+    taint = {"key": "dedicated", "value": "spare", "effect": "NoSchedule"}
+    nodes = [build_node("n1", 4000, 3000, 9), build_node("n2", 4000, 3000, 10, taints=[taint])]
+    pods = [
+        build_pod("p1", 400, 0, "n1"),
+        build_pod("p2", 400, 0, "n1", tolerations=[{"key": "dedicated", "value": "spare"}]),
+        build_pod(
+            "p3", 400, 0, "n1",
+            tolerations=[{"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}],
+        ),
+        build_pod("p4", 400, 0, "n1", tolerations=[{"key": "dedicated", "operator": "Exists"}]),
+        build_pod("p5", 400, 0, "n1"),
+        *protected("n1"),
+    ]  # fmt: skip
+    result = run_round(pool_args(LOW_30, HIGH_50), nodes, pods)
+    assert evicted(result) == ["p2", "p4"]
+
+
+def test_a_pod_whose_requests_the_low_node_cannot_take_is_no_candidate() -> None:
+    # own: idle uses 130m of its 8000m but its pods request 7300m; of the hot node's pods
+    # (usage as requests: 1100m, 900m, 600m, 700m) only those asking at most 700m would be
+    # scheduled there: c and d; their usage also fits idle's threshold (4000m)
+    nodes = [build_node("hot", 4000, 8 * GI, 110), build_node("idle", 8000, 8 * GI, 110)]
+    pods = [
+        build_pod("a", 1100, 0, "hot"),
+        build_pod("b", 900, 0, "hot"),
+        build_pod("c", 600, 0, "hot"),
+        build_pod("d", 700, 0, "hot"),
+        build_pod("reserved", 7300, 0, "idle"),
+    ]
+    infos = cluster(nodes, pods)
+    idle = infos[1]
+    assert idle.metric is not None
+    # the reserving pod is idle: its NodeMetric usage is 130m, its requests stay 7300m
+    usage = {"default/reserved": {"cpu": 130, "memory": 0}}
+    infos[1] = dataclasses.replace(idle, metric=dataclasses.replace(idle.metric, pod_usage=usage))
+    result = balance(pool_args({"cpu": 20}, {"cpu": 50}), infos, LowNodeLoadState(), NOW)
+    # 3300m used, 1300m over 2000m: d (700m) then c (600m) bring it to 2000m
+    assert evicted(result) == ["d", "c"]
+
+
+def test_a_hot_node_whose_top_pod_the_evictor_refuses_sheds_its_other_pods() -> None:
+    # own: guard's 600m covers the 600m excess exactly (score 2): it would go first and be
+    # enough. The evictor's filter refuses it, so it is not counted as moving: x1 and x2
+    # (450m each) go instead. ds, a DaemonSet pod, only adds usage.
+    nodes = [build_node("hot", 4000, 8 * GI, 110), build_node("idle", 8000, 8 * GI, 110)]
+    pods = [
+        build_pod("ds", 1100, 0, "hot", owner="DaemonSet"),
+        build_pod("x1", 450, 0, "hot"),
+        build_pod("guard", 600, 0, "hot"),
+        build_pod("x2", 450, 0, "hot"),
+    ]
+    args = pool_args({"cpu": 20}, {"cpu": 50})
+    assert evicted(run_round(args, nodes, pods)) == ["guard"]
+    asked: list[str] = []
+
+    def pod_filter(pod: PodInfo) -> str | None:
+        asked.append(pod.name)
+        return "pod has the maximum eviction cost" if pod.name == "guard" else None
+
+    result = balance(args, cluster(nodes, pods), LowNodeLoadState(), NOW, pod_filter=pod_filter)
+    assert evicted(result) == ["x1", "x2"]
+    [hot] = result.pools[0].hot_nodes
+    assert [(r.pod, r.reason) for r in hot.refused] == [
+        ("default/guard", "pod has the maximum eviction cost")
+    ]
+    # asked while the removable pods are sorted out, then again before each eviction
+    assert asked == ["x1", "guard", "x2", "x1", "x2"]
+
+
+def test_a_pod_refused_by_a_namespace_limit_leaves_its_usage_on_the_node() -> None:
+    # own: 3300m on a node whose high threshold is 2000m; a1, a2 (namespace a) and b1
+    # (namespace b) use 1100m each and go in list order (equal scores, no creation time).
+    # One eviction per namespace: a2 is refused and its 1100m stay, so the node is still
+    # over and b1 goes; counting a2 as moved would have stopped the round at 1100m.
+    nodes = [build_node("hot", 4000, 8 * GI, 110), build_node("idle", 8000, 8 * GI, 110)]
+    pods = [
+        build_pod("a1", 1100, 0, "hot", namespace="a"),
+        build_pod("a2", 1100, 0, "hot", namespace="a"),
+        build_pod("b1", 1100, 0, "hot", namespace="b"),
+    ]
+    taken: dict[str, int] = {}
+
+    def admit(node: str, pod: PodInfo, reason: str) -> str | None:
+        assert (node, reason[:24]) == ("hot", "node is overutilized, no")
+        if taken.get(pod.namespace, 0) >= 1:
+            return f"maxNoOfPodsToEvictPerNamespace 1 reached in {pod.namespace}"
+        taken[pod.namespace] = taken.get(pod.namespace, 0) + 1
+        return None
+
+    args = pool_args({"cpu": 20}, {"cpu": 50})
+    result = balance(args, cluster(nodes, pods), LowNodeLoadState(), NOW, admit=admit)
+    assert evicted(result) == ["a1", "b1"]
+    [hot] = result.pools[0].hot_nodes
+    assert [r.pod for r in hot.refused] == ["a/a2"]
+    # the plugin's own dry run asks no evictor: it chooses as if nothing limited it
+    dry = dataclasses.replace(args, dry_run=True)
+    taken.clear()
+    result = balance(dry, cluster(nodes, pods), LowNodeLoadState(), NOW, admit=admit)
+    assert evicted(result) == ["a1", "a2"] and taken == {}
+
+
+def test_a_pod_refused_by_a_node_limit_leaves_the_targets_room_to_other_nodes() -> None:
+    # own: nodeFit off; h1 and h2 each need two of their 1100m pods gone; idle can take
+    # 2200m (50 % of 4400m). One eviction per node: a2's refusal leaves idle's room to b1.
+    # Had a2 counted, idle's room would be 0 and h2 would keep all its pods.
+    nodes = [
+        build_node("h1", 4000, 8 * GI, 110),
+        build_node("h2", 4000, 8 * GI, 110),
+        build_node("idle", 4400, 8 * GI, 110),
+    ]
+    pods = [
+        *rs_pods("h1", "a1", "a2", "a3", millicpu=1100),
+        *rs_pods("h2", "b1", "b2", "b3", millicpu=1100),
+    ]
+    per_node: dict[str, int] = {}
+
+    def admit(node: str, pod: PodInfo, reason: str) -> str | None:
+        if per_node.get(node, 0) >= 1:
+            return f"maxNoOfPodsToEvictPerNode 1 reached on {node}"
+        per_node[node] = per_node.get(node, 0) + 1
+        return None
+
+    args = pool_args({"cpu": 20}, {"cpu": 50}, node_fit=False)
+    assert evicted(run_round(args, nodes, pods)) == ["a1", "a2"]
+    result = balance(args, cluster(nodes, pods), LowNodeLoadState(), NOW, admit=admit)
+    assert evicted(result) == ["a1", "b1"]
+    h1, h2 = result.pools[0].hot_nodes
+    # h1 stays over, so the round asks for a3 too, also refused; b1 takes idle's last room
+    assert [r.pod for r in h1.refused] == ["default/a2", "default/a3"]
+    assert (h2.refused, h2.note) == ((), "")
+
+
+def test_max_eviction_total() -> None:
+    # TestMaxEvictionTotal: "without priorities" with at most one eviction in all
+    pods = [
+        *rs_pods("n1", "p1", "p2", "p3", "p4", "p5"),
+        *protected("n1"),
+        build_pod("p9", 400, 0, "n2"),
+    ]
+    taken: list[str] = []
+
+    def admit(node: str, pod: PodInfo, reason: str) -> str | None:
+        if taken:
+            return "maxNoOfPodsToEvictTotal 1 reached"
+        taken.append(pod.name)
+        return None
+
+    result = balance(
+        pool_args(LOW_30, HIGH_50), cluster(N1_N2_N3, pods), LowNodeLoadState(), NOW, admit=admit
+    )
+    assert evicted(result) == ["p1"]
+    [hot] = result.pools[0].hot_nodes
+    # n1 stays over (8 pods, 4 allowed) and the round asks for each removable pod in turn
+    # (p5 is not one: n2 was full once p1..p4 were charged to it)
+    assert [r.pod for r in hot.refused] == ["default/p2", "default/p3", "default/p4"]

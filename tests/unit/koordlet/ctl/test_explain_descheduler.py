@@ -142,6 +142,15 @@ def test_render_descheduler_shows_usage_thresholds_candidates_and_jobs() -> None
     assert render_descheduler(ANSWER) == EXPECTED
 
 
+def test_a_pod_the_evictor_refused_is_listed_without_a_reason() -> None:
+    answer = copy.deepcopy(ANSWER)
+    refused = {"pod": "default/db-0", "reason": "", "outcome": "not migrated: pod is a mirror pod"}
+    answer["pools"][0]["candidates"].append(refused)
+    lines = render_descheduler(answer).splitlines()
+    at = lines.index("      default/db-0")
+    assert lines[at + 1] == "        -> not migrated: pod is a mirror pod"
+
+
 def test_the_docs_show_what_koordctl_prints() -> None:
     for page in ("metrics-and-koordctl.md", "descheduler.md"):
         assert EXPECTED in (DOCS / page).read_text(), page
