@@ -4,9 +4,10 @@ node_info) through koordapi's pod and NodeMetric models.
 
 It follows what Koordinator v1.8.0 reads of pods and nodes: the pod facts that
 pkg/descheduler/evictions/evictions.go filters on and pkg/descheduler/utils/sorter/pod.go
-orders by (GetEvictionCost, Kubernetes' GetDeletionCostFromPodAnnotations), the raw
-allocatable (GetNodeRawAllocatableFromNode) and the NodeMetric usage that
-pkg/descheduler/framework/plugins/loadaware/low_node_load.go reads.
+orders by (GetEvictionCost, Kubernetes' GetDeletionCostFromPodAnnotations), what NodeFit reads
+(requests, tolerations, required node affinity, taints, status.allocatable: see
+descheduler.nodefit), the raw allocatable (GetNodeRawAllocatableFromNode) and the NodeMetric
+usage that pkg/descheduler/framework/plugins/loadaware/low_node_load.go reads.
 
 Amounts are integers: ``cpu`` in milli-cores, every other resource in whole units (bytes for
 memory), ``pods`` a count.

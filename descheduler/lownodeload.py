@@ -3,12 +3,15 @@ which nodes are hot and which pods leave them, and why (Victim, HotNode, NodeSna
 PoolResult, BalanceResult; select_pool_nodes, balance_pool, balance). Pure decisions over
 plain dataclasses, with no Kubernetes I/O and no clock: callers pass ``now`` (seconds since
 the epoch) and get back a ``BalanceResult`` naming the pods to evict and why; evicting them
-is the caller's business.
+is the caller's business. The caller's evictor is asked as the round goes (``pod_filter``,
+``admit``: Koordinator's Evictor Filter and Evict, without I/O), so that a pod it refuses is
+never counted as moving.
 
     args = LowNodeLoadArgs.from_dict(yaml.safe_load(text))      # descheduler.args
     state = LowNodeLoadState.for_args(args)                     # descheduler.anomaly
     nodes = [node_info(node, metric, pods) for ...]             # descheduler.cluster
-    result = balance(args, nodes, state, now, EvictorArgs())    # keep state between rounds
+    result = balance(args, nodes, state, now, EvictorArgs(),    # keep state between rounds
+                     pod_filter=evictor.filter, admit=evictor.admit)  # descheduler.balancer
     for node, victim in result.victims():
         ...                                                     # evict victim.pod
 
