@@ -675,6 +675,36 @@ class Cluster:
         path = self.base / "logs" / f"{component}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    # -- disturbances ---------------------------------------------------------------------------
+
+    def etcd(self, call: str, body: dict[str, Any]) -> Any:
+        """One call to etcd's v3 JSON gateway (``kv/range``, ``kv/compaction``, ...)."""
+
+        def post() -> Any:
+            request = urllib.request.Request(
+                f"http://127.0.0.1:2379/v3/{call}", data=json.dumps(body).encode(), method="POST"
+            )
+            with urllib.request.urlopen(request, timeout=scaled(10)) as r:  # noqa: S310
+                return json.loads(r.read())
+
+        return self.in_netns(post)
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (what etcd does on its own every
+        few minutes in a real cluster): a watch from an older resourceVersion gets 410 Gone."""
+        revision = int(self.etcd("kv/range", {"key": "AA=="})["header"]["revision"])
+        self.etcd("kv/compaction", {"revision": str(revision), "physical": True})
+        return revision
+
+    def restart_apiserver(self, timeout: float = 120.0) -> None:
+        """Stop kube-apiserver (SIGTERM) and start it again with the same arguments; every
+        client's connection and watch breaks."""
+        (old,) = [p for p in self.processes if p.name == "kube-apiserver"]
+        old.stop()
+        self.processes.remove(old)
+        self._spawn("kube-apiserver", self._apiserver_args())
+        self._wait("the API server's /readyz again", lambda: self.get("/readyz") == "ok", timeout)
+
     # -- teardown ---------------------------------------------------------------------------
 
     def teardown(self) -> list[str]:

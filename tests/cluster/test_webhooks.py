@@ -137,6 +137,16 @@ def served_certificate(cluster: Cluster, ip: str) -> bytes:
     return cluster.in_netns(handshake)
 
 
+def ready_managers(cluster: Cluster) -> list[dict[str, Any]] | None:
+    """koord-manager's pods once every replica the Deployment wants is ready (an earlier test
+    may have killed one)."""
+    deployment = cluster.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/koord-manager")
+    pods = [p for p in manager_pods(cluster) if "deletionTimestamp" not in p["metadata"]]
+    wanted = deployment["spec"]["replicas"]
+    ready = deployment["status"].get("readyReplicas") == wanted == len(pods)
+    return pods if ready and all(p["status"].get("podIP") for p in pods) else None
+
+
 class Creator:
     """Pods created (dry run) in the colocation namespace, one after another, from a thread."""
 
@@ -189,8 +199,10 @@ def test_pods_created_while_the_serving_certificate_is_renewed_are_all_admitted(
     for key, value in ((certs.SERVER_CERT, short), (certs.TLS_CERT, short),
                        (certs.SERVER_KEY, short_key), (certs.TLS_KEY, short_key)):  # fmt: skip
         data[key] = base64.b64encode(value).decode()
-    ips = [p["status"]["podIP"] for p in manager_pods(cluster)]
-    assert len(ips) == 2
+    ips = [
+        p["status"]["podIP"]
+        for p in cluster.wait_for("both replicas ready", lambda: ready_managers(cluster))
+    ]
 
     with Creator(cluster) as creator:
         cluster.wait_for("pods admitted before the renewal", lambda: len(creator.results) >= 5)
