@@ -116,14 +116,13 @@ def test_after_an_api_server_restart_on_a_compacted_etcd_every_component_carries
     cluster.compact_etcd()
     cluster.restart_apiserver()
     # Each component's informers find their resourceVersion compacted away and list again.
-    found: dict[str, Any] = cluster.wait_for(
-        "every component re-listing",
-        lambda: (
-            all(len(relisted(cluster, s)) > before[c] for c, s in components.items())
-            and {c: relisted(cluster, s)[-1] for c, s in components.items()}
-        ),
-        timeout=120,
-    )
+    def newest() -> dict[str, str] | None:
+        lines = {c: relisted(cluster, s) for c, s in components.items()}
+        if all(len(lines[c]) > before[c] for c in components):
+            return {c: found[-1] for c, found in lines.items()}
+        return None
+
+    found = cluster.wait_for("every component re-listing", newest, timeout=120)
     assert all("Expired" in line or "410" in line or "too old" in line for line in found.values())
 
     # And nothing was lost: a config change travels ConfigMap → NodeSLO → cgroup again...
