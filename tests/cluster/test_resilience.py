@@ -115,6 +115,7 @@ def test_after_an_api_server_restart_on_a_compacted_etcd_every_component_carries
     before = {c: len(relisted(cluster, s)) for c, s in components.items()}
     cluster.compact_etcd()
     cluster.restart_apiserver()
+
     # Each component's informers find their resourceVersion compacted away and list again.
     def newest() -> dict[str, str] | None:
         lines = {c: relisted(cluster, s) for c, s in components.items()}
