@@ -73,11 +73,12 @@ def test_a_killed_leader_is_replaced_within_the_lease_and_no_two_leaders_write(
         {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
     )
     killed = dt.datetime.now(dt.UTC)
-    second = cluster.wait_for(
-        "another replica holding the Lease",
-        lambda: (h := holder(cluster)) and pod_of(h) != leader and h,
-        timeout=3 * duration + 30,
-    )
+
+    def successor() -> str | None:
+        found = holder(cluster)
+        return found if found and pod_of(found) != leader else None
+
+    second = cluster.wait_for("another replica holding the Lease", successor, 3 * duration + 30)
     acquired = dt.datetime.fromisoformat(
         cluster.get(LEASE)["spec"]["acquireTime"].replace("Z", "+00:00")
     )
