@@ -1,0 +1,271 @@
+"""koord-scheduler's extender called by the real kube-scheduler with the chart's configuration
+(filter, prioritize and bind, nodeCacheCapable): LoadAware keeps a pod off a hot node, an LSR
+pod gets its CPUs at bind and koordlet pins them, GPU pods get device-allocated against a Device
+as Koordinator's DeviceShare accounts it, and with the extender down the chart's ignorable
+false holds pods back. The second node (othernode.py) has no kubelet: its binds are what is
+checked."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from koordapi import keys
+from koordapi.device import GPUInfo, build_device, carry_transition_times
+from koordapi.quantity import parse_quantity
+from tests.cluster import workload
+from tests.cluster.cluster import CGROUP_ROOT, NODE_NAME, Cluster
+from tests.cluster.helm import NAMESPACE
+from tests.cluster.othernode import OtherNode
+from tests.e2e.harness import images
+
+OTHER = "koord-node-b"
+TAINT = {"key": "koordinator-py.io/extender-test", "value": "true", "effect": "NoSchedule"}
+NAMESPACE_UNDER_TEST = "extender-test"
+DEVICES = "/apis/scheduling.koordinator.sh/v1alpha1/devices"
+GI = 2**30
+
+
+@pytest.fixture(scope="module")
+def other(cluster: Cluster) -> Iterator[OtherNode]:
+    cluster.apply(f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NAMESPACE_UNDER_TEST}}}")
+    node = OtherNode(cluster, OTHER, taints=[TAINT]).start()
+    try:
+        cluster.wait_for(f"{OTHER} Ready", lambda: cluster.get(f"/api/v1/nodes/{OTHER}"))
+        yield node
+    finally:
+        node.stop()
+        cluster.kubectl("delete", "namespace", NAMESPACE_UNDER_TEST, "--wait=false")
+
+
+def pod(
+    name: str,
+    *,
+    requests: dict[str, str],
+    labels: dict[str, str] | None = None,
+    node: str | None = None,
+    priority_class: str | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": "koord-scheduler",
+        "tolerations": [{**TAINT, "operator": "Equal"}],
+        "containers": [
+            {
+                "name": name,
+                "image": images.WORKLOAD.ref,
+                "imagePullPolicy": "Never",
+                "command": ["sleep", "3600"],
+                "resources": {"requests": requests, "limits": requests},
+            }
+        ],
+    }
+    if node is not None:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    if priority_class is not None:
+        spec["priorityClassName"] = priority_class
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE_UNDER_TEST, "labels": labels or {}},
+        "spec": spec,
+    }
+
+
+def create(cluster: Cluster, body: dict[str, Any]) -> None:
+    cluster.api("POST", f"/api/v1/namespaces/{NAMESPACE_UNDER_TEST}/pods", body)
+
+
+def get(cluster: Cluster, name: str) -> dict[str, Any]:
+    return dict(cluster.get(f"/api/v1/namespaces/{NAMESPACE_UNDER_TEST}/pods/{name}"))
+
+
+def bound(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    found = get(cluster, name)
+    return found if found["spec"].get("nodeName") else None
+
+
+def unschedulable(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    """The pod's PodScheduled condition once kube-scheduler has given up on an attempt."""
+    for condition in get(cluster, name)["status"].get("conditions", []):
+        if condition["type"] == "PodScheduled" and condition["status"] == "False":
+            return dict(condition)
+    return None
+
+
+def bound_by_extender(cluster: Cluster, found: dict[str, Any], node: str) -> bool:
+    return any(
+        "kind=bound" in line and f"value={node} " in line
+        for line in workload.bind_lines(cluster, found)
+    )
+
+
+def delete(cluster: Cluster, *names: str) -> None:
+    for name in names:
+        cluster.kubectl("delete", "pod", "-n", NAMESPACE_UNDER_TEST, name,
+                        "--grace-period=0", "--force", "--wait=false", check=False)  # fmt: skip
+
+
+def metric_of(cluster: Cluster, node: str) -> dict[str, Any]:
+    path = f"/apis/slo.koordinator.sh/v1alpha1/nodemetrics/{node}"
+    return dict(cluster.get(path)["status"]["nodeMetric"]["nodeUsage"]["resources"])
+
+
+def test_load_aware_keeps_a_pod_off_the_hot_node(cluster: Cluster, other: OtherNode) -> None:
+    small = {"cpu": "20m", "memory": "16Mi"}
+    # Idle, with 32 times the real node's cores: every scorer prefers it.
+    create(cluster, pod("to-the-idle-node", requests=small))
+    first = cluster.wait_for("the first pod bound", lambda: bound(cluster, "to-the-idle-node"))
+    assert first["spec"]["nodeName"] == OTHER
+    cluster.wait_for("the extender's bind", lambda: bound_by_extender(cluster, first, OTHER), 30)
+
+    # Its memory use past the chart's 95 %: LoadAware's filter takes it out.
+    other.usage = (50, 250 * GI)
+    cluster.wait_for(
+        f"{OTHER}'s NodeMetric reporting it hot",
+        lambda: int(parse_quantity(metric_of(cluster, OTHER)["memory"])) == 250 * GI,
+        timeout=60,
+    )
+    try:
+        create(cluster, pod("off-the-hot-node", requests=small))
+        second = cluster.wait_for(
+            "the second pod bound", lambda: bound(cluster, "off-the-hot-node")
+        )
+        assert second["spec"]["nodeName"] == NODE_NAME
+        cluster.wait_for(
+            "the extender's bind", lambda: bound_by_extender(cluster, second, NODE_NAME), 30
+        )
+    finally:
+        other.usage = (50, 200 * 2**20)
+        delete(cluster, "to-the-idle-node", "off-the-hot-node")
+
+
+def container_cgroup(found: dict[str, Any], controller: str) -> str:
+    uid, cid = found["metadata"]["uid"], workload.container_id(found)
+    # requests = limits: a Guaranteed pod, straight under kubepods
+    return f"/sys/fs/cgroup/{controller}/{CGROUP_ROOT}/kubepods/pod{uid}/{cid}"
+
+
+def test_an_lsr_pod_gets_its_cpus_at_bind_and_koordlet_pins_them(
+    cluster: Cluster, other: OtherNode
+) -> None:
+    lsr = pod(
+        "pinned",
+        requests={"cpu": "1", "memory": "48Mi"},
+        labels={keys.LABEL_QOS_CLASS: "LSR"},
+        node=NODE_NAME,
+        priority_class="koord-prod",
+    )
+    create(cluster, lsr)
+    try:
+        found = cluster.wait_for(
+            "the LSR pod running",
+            lambda: workload.running_pod(cluster, NAMESPACE_UNDER_TEST, "pinned"),
+            timeout=120,
+        )
+        status = json.loads(found["metadata"]["annotations"][keys.ANNOTATION_RESOURCE_STATUS])
+        cpuset = status["cpuset"]
+        assert cpuset in ("0", "1"), status  # one whole CPU of the node's two
+        assert bound_by_extender(cluster, found, NODE_NAME)
+        path = container_cgroup(found, "cpuset") + "/cpuset.cpus"
+        pinned = cluster.wait_for(
+            "koordlet's cpuset on the container",
+            lambda: (v := Path(path).read_text().strip()) == cpuset and v,
+            timeout=60,
+        )
+        assert pinned == cpuset
+    finally:
+        delete(cluster, "pinned")
+
+
+def test_gpu_pods_get_the_healthy_cards_left_and_the_rest_wait(
+    cluster: Cluster, other: OtherNode
+) -> None:
+    uid = cluster.get(f"/api/v1/nodes/{OTHER}")["metadata"]["uid"]
+    gpus = [
+        GPUInfo("GPU-7a1", 0, 23 * GI, "0000:3b:00.0", 0, "pci0000:3a", "NVIDIA A10"),
+        GPUInfo("GPU-7a2", 1, 23 * GI, "0000:af:00.0", 1, "pci0000:ae", "NVIDIA A10"),
+        GPUInfo("GPU-7a3", 2, 23 * GI, "0000:d8:00.0", 1, "pci0000:d7", "NVIDIA A10",
+                healthy=False, reason="Xid79"),
+    ]  # fmt: skip
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    device = carry_transition_times({}, build_device(OTHER, uid, gpus, []), now)
+    cluster.api("POST", DEVICES, device)  # as koordlet reports it
+    names = ["gpu-a", "gpu-b", "gpu-c"]
+    try:
+        node = cluster.wait_for(
+            "koord-manager's GPU resources on the node",
+            lambda: (
+                (n := cluster.get(f"/api/v1/nodes/{OTHER}"))["status"]["allocatable"].get(
+                    keys.GPU_CORE
+                )
+                and n
+            ),
+            timeout=60,
+        )
+        # two healthy cards: 200 % of gpu-core; the unhealthy one is not offered
+        assert node["status"]["allocatable"][keys.GPU_CORE] == "200"
+        for name in names:
+            create(cluster, pod(name, requests={"koordinator.sh/gpu": "100"}, node=OTHER))
+
+        def placed() -> tuple[list[dict[str, Any]], str] | None:
+            found = [get(cluster, n) for n in names]
+            bound_pods = [p for p in found if p["spec"].get("nodeName")]
+            waiting = [p["metadata"]["name"] for p in found if not p["spec"].get("nodeName")]
+            if len(bound_pods) == 2 and len(waiting) == 1 and unschedulable(cluster, waiting[0]):
+                return bound_pods, waiting[0]
+            return None
+
+        bound_pods, waiting = cluster.wait_for("two GPU pods bound, one waiting", placed, 90)
+        minors = []
+        for found in bound_pods:
+            assert found["spec"]["nodeName"] == OTHER
+            annotations = found["metadata"]["annotations"]
+            (card,) = json.loads(annotations[keys.ANNOTATION_DEVICE_ALLOCATED])["gpu"]
+            minors.append(card["minor"])
+            assert card["resources"][keys.GPU_CORE] == "100"
+        # each its own healthy card; the unhealthy one (minor 2) never given
+        assert sorted(minors) == [0, 1]
+        condition = unschedulable(cluster, waiting)
+        assert condition is not None and condition["reason"] == "Unschedulable", condition
+    finally:
+        delete(cluster, *names)
+        cluster.api("DELETE", f"{DEVICES}/{OTHER}")
+
+
+def test_with_the_extender_down_pods_wait_as_ignorable_false_promises(
+    cluster: Cluster, other: OtherNode
+) -> None:
+    deployment = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/koord-scheduler"
+    replicas = cluster.get(deployment)["spec"]["replicas"]
+    scale, patch = f"{deployment}/scale", "application/merge-patch+json"
+    selector = "app.kubernetes.io/component%3Dscheduler"
+
+    def scheduler_pods() -> list[Any]:
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector={selector}"
+        return list(cluster.get(path)["items"])
+
+    cluster.api("PATCH", scale, {"spec": {"replicas": 0}}, content_type=patch)
+    try:
+        cluster.wait_for("no koord-scheduler pod left", lambda: not scheduler_pods(), 120)
+        create(cluster, pod("waits", requests={"cpu": "20m", "memory": "16Mi"}))
+        condition = cluster.wait_for(
+            "the pod's failed scheduling attempt", lambda: unschedulable(cluster, "waits"), 60
+        )
+        # kube-scheduler's call to the extender's filter failed: no answer
+        assert "koord-scheduler-service" in condition["message"], condition
+        assert "/filter" in condition["message"], condition
+        assert "nodeName" not in get(cluster, "waits")["spec"]
+    finally:
+        cluster.api("PATCH", scale, {"spec": {"replicas": replicas}}, content_type=patch)
+    try:
+        # Back: the pod leaves kube-scheduler's queue and is placed through the extender.
+        placed = cluster.wait_for("the pod bound", lambda: bound(cluster, "waits"), 240)
+        node = placed["spec"]["nodeName"]
+        cluster.wait_for("the extender's bind", lambda: bound_by_extender(cluster, placed, node))
+    finally:
+        delete(cluster, "waits")
