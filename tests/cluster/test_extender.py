@@ -182,20 +182,24 @@ def test_an_lsr_pod_gets_its_cpus_at_bind_and_koordlet_pins_them(
         delete(cluster, "pinned")
 
 
-def test_gpu_pods_get_the_healthy_cards_left_and_the_rest_wait(
+def test_gpu_pods_get_packed_healthy_cards_and_the_rest_wait(
     cluster: Cluster, other: OtherNode
 ) -> None:
     uid = cluster.get(f"/api/v1/nodes/{OTHER}")["metadata"]["uid"]
+    # NUMA node 0: minors 0 and 3 under one PCIe root; NUMA node 1: minors 1 and 2 under
+    # another (2 unhealthy), minor 4 under a third.
     gpus = [
         GPUInfo("GPU-7a1", 0, 23 * GI, "0000:3b:00.0", 0, "pci0000:3a", "NVIDIA A10"),
         GPUInfo("GPU-7a2", 1, 23 * GI, "0000:af:00.0", 1, "pci0000:ae", "NVIDIA A10"),
-        GPUInfo("GPU-7a3", 2, 23 * GI, "0000:d8:00.0", 1, "pci0000:d7", "NVIDIA A10",
+        GPUInfo("GPU-7a3", 2, 23 * GI, "0000:b0:00.0", 1, "pci0000:ae", "NVIDIA A10",
                 healthy=False, reason="Xid79"),
+        GPUInfo("GPU-7a4", 3, 23 * GI, "0000:3c:00.0", 0, "pci0000:3a", "NVIDIA A10"),
+        GPUInfo("GPU-7a5", 4, 23 * GI, "0000:d8:00.0", 1, "pci0000:d7", "NVIDIA A10"),
     ]  # fmt: skip
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     device = carry_transition_times({}, build_device(OTHER, uid, gpus, []), now)
     cluster.api("POST", DEVICES, device)  # as koordlet reports it
-    names = ["gpu-a", "gpu-b", "gpu-c"]
+    names = ["gpu-pair", "gpu-a", "gpu-b", "gpu-c"]
     try:
         node = cluster.wait_for(
             "koord-manager's GPU resources on the node",
@@ -207,13 +211,19 @@ def test_gpu_pods_get_the_healthy_cards_left_and_the_rest_wait(
             ),
             timeout=60,
         )
-        # two healthy cards: 200 % of gpu-core; the unhealthy one is not offered
-        assert node["status"]["allocatable"][keys.GPU_CORE] == "200"
-        for name in names:
+        # four healthy cards: 400 % of gpu-core; the unhealthy one is not offered
+        assert node["status"]["allocatable"][keys.GPU_CORE] == "400"
+        # Two cards: the deepest scope that has two free is the PCIe root of minors 0 and 3.
+        create(cluster, pod("gpu-pair", requests={"koordinator.sh/gpu": "200"}, node=OTHER))
+        pair = cluster.wait_for("the pair bound", lambda: bound(cluster, "gpu-pair"))
+        cards = json.loads(pair["metadata"]["annotations"][keys.ANNOTATION_DEVICE_ALLOCATED])
+        assert sorted(card["minor"] for card in cards["gpu"]) == [0, 3]
+        singles = names[1:]
+        for name in singles:
             create(cluster, pod(name, requests={"koordinator.sh/gpu": "100"}, node=OTHER))
 
         def placed() -> tuple[list[dict[str, Any]], str] | None:
-            found = [get(cluster, n) for n in names]
+            found = [get(cluster, n) for n in singles]
             bound_pods = [p for p in found if p["spec"].get("nodeName")]
             waiting = [p["metadata"]["name"] for p in found if not p["spec"].get("nodeName")]
             if len(bound_pods) == 2 and len(waiting) == 1 and unschedulable(cluster, waiting[0]):
@@ -228,8 +238,8 @@ def test_gpu_pods_get_the_healthy_cards_left_and_the_rest_wait(
             (card,) = json.loads(annotations[keys.ANNOTATION_DEVICE_ALLOCATED])["gpu"]
             minors.append(card["minor"])
             assert card["resources"][keys.GPU_CORE] == "100"
-        # each its own healthy card; the unhealthy one (minor 2) never given
-        assert sorted(minors) == [0, 1]
+        # each one of the healthy cards the pair does not hold; never the unhealthy minor 2
+        assert sorted(minors) == [1, 4]
         condition = unschedulable(cluster, waiting)
         assert condition is not None and condition["reason"] == "Unschedulable", condition
     finally:
