@@ -66,6 +66,12 @@ def expect_forbidden(user: str, resource: str) -> Iterator[None]:
         EXPECTED.append(Expected(user, resource, start, dt.datetime.now(dt.UTC)))
 
 
+def expected_in(line: str) -> bool:
+    """Whether a log line is about a refusal a test caused (it names the resource)."""
+    lowered = line.lower()
+    return any(e.resource in lowered for e in EXPECTED)
+
+
 def read(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
