@@ -57,6 +57,7 @@ def test_koordlet_rewrites_the_nodemetric_on_the_interval_koord_manager_sets(
     assert REPORT_INTERVAL - 1 <= gap <= 2 * REPORT_INTERVAL, (first, second)
 
 
+@pytest.fixture
 def threshold_config(cluster: Cluster) -> Iterator[Callable[..., None]]:
     """Change the cluster strategy of resource-threshold-config and wait for koord-manager's
     NodeSLO to carry it; afterwards the ConfigMap and the NodeSLO are as the chart made them."""
