@@ -9,11 +9,15 @@ each replica:
    names asked or not signed by its CA, and a new CA when that one expires within a year
    (``koordkube.certs``), writing the Secret back with its resourceVersion (a replica that
    lost the race reads the winner's pair on the next pass),
-3. writes ``tls.crt``/``tls.key`` into the folder the HTTPS server serves from (atomically, and
-   only when they differ: ``koordkube.tlsreload`` picks the pair up at the next handshake),
-4. hands the CA to ``on_ca`` (koord-manager: the caBundle of its webhook configurations), which
-   writes only when something differs: a ``helm upgrade`` that resets a caBundle is undone on
-   the next pass.
+3. hands what a client must trust to ``on_ca`` (koord-manager: the caBundle of its webhook
+   configurations), which writes only when something differs: a ``helm upgrade`` that resets
+   a caBundle is undone on the next pass. That is the CA and, after a CA change, the CA it
+   replaced until that one ends (``Bundle.trusted``): another replica may still serve a pair
+   of the old CA until its next pass,
+4. then writes ``tls.crt``/``tls.key`` into the folder the HTTPS server serves from
+   (atomically, and only when they differ: ``koordkube.tlsreload`` picks the pair up at the
+   next handshake). In this order a pair is served only once ``on_ca`` trusts its CA; a pass
+   whose ``on_ca`` fails keeps serving the pair it has.
 
 It passes again every ``interval`` seconds (Koordinator's resync: a minute). A failed pass is
 logged and counted and tried again sooner; the server keeps serving the pair it has.
@@ -46,6 +50,7 @@ log = logging.getLogger(__name__)
 DEFAULT_INTERVAL = 60.0  # Koordinator's webhook controller resyncs every minute
 RETRY_INTERVAL = 5.0
 
+# Gets a PEM bundle: the CA, then the CAs it replaced that have not ended (Bundle.trusted).
 CAHandler = Callable[[bytes], Awaitable[None]]
 
 
@@ -132,21 +137,31 @@ class CertificateKeeper:
         except NotFound:
             secret = None
         data = _decode((secret or {}).get("data"))
-        bundle, why = certs.ensure(
-            certs.Bundle.from_secret_data(data), self.names, now, fixed_ca=self.fixed_ca
-        )
-        if why is not None:
+        found = certs.Bundle.from_secret_data(data)
+        bundle, why = certs.ensure(found, self.names, now, fixed_ca=self.fixed_ca)
+        if bundle != found:  # issued, or a replaced CA that has ended dropped
             await self._store(secret, data, bundle)
+        if why is not None:
             self.renewals += 1
             self._event("issued")
             until = certs.not_after(bundle.cert)
             log.info(
-                "issued a serving certificate for %s into Secret %s, valid until %s: %s",
+                "issued a serving certificate for %s into Secret %s, valid until %s: %s%s",
                 ", ".join(self.names),
                 self.secret_key,
                 f"{until:%Y-%m-%d %H:%M}Z",
                 why,
+                "; the CA it replaces stays trusted until it ends"
+                if found is not None and bundle.ca_cert != found.ca_cert and bundle.previous_cas
+                else "",
             )
+        elif bundle != found:
+            log.info("dropped the replaced CA that has ended from Secret %s", self.secret_key)
+        # The caBundle before the files: the API server must trust a pair before it is served.
+        # It holds the replaced CAs too, so the pair this replica (or another one that has not
+        # read the Secret yet) serves now stays trusted; a failure here keeps that pair.
+        if self.on_ca is not None:
+            await self.on_ca(bundle.trusted())
         self.cert_dir.mkdir(parents=True, exist_ok=True)
         # The key first: a reader between the two renames sees a mismatched pair and keeps
         # the previous one (CertificateReloader), never a certificate without its key.
@@ -154,8 +169,6 @@ class CertificateKeeper:
         wrote = write_atomically(self.cert_dir / certs.TLS_CERT, bundle.cert, 0o644) or wrote
         if wrote:
             log.info("wrote the serving certificate from %s to %s", self.secret_key, self.cert_dir)
-        if self.on_ca is not None:
-            await self.on_ca(bundle.ca_cert)
         self.bundle = bundle
         return bundle
 
@@ -164,9 +177,11 @@ class CertificateKeeper:
     ) -> None:
         from lightkube.resources.core_v1 import Secret  # noqa: PLC0415
 
+        # Other keys stay; the replaced CAs are the bundle's (none once they have ended).
+        kept = {key: value for key, value in data.items() if key != certs.CA_PREVIOUS}
         encoded = {
             key: base64.b64encode(value).decode()
-            for key, value in {**data, **bundle.secret_data()}.items()
+            for key, value in {**kept, **bundle.secret_data()}.items()
         }
         if secret is None:
             body = {

@@ -4,20 +4,22 @@ The facts follow Koordinator's webhook certificate controller so that a Secret i
 taken over and the other way round: the Secret's keys (``ca-cert.pem``, ``ca-key.pem``,
 ``cert.pem``, ``key.pem``, and the pair again as ``tls.crt``/``tls.key``), a CA reused while it
 stays valid a year ahead, and a serving certificate renewed once it would no longer verify six
-months ahead (for the DNS names asked, against that CA). Our difference: keys are ECDSA P-256,
+months ahead (for the DNS names asked, against that CA). Our differences: keys are ECDSA P-256,
 not RSA 2048 (as strong for TLS, and generated in microseconds), and the serving certificate
 lives a year (Koordinator's ten), so a leaked key is useful for less time; both are renewed by
-the same rule.
+the same rule. And a CA that is replaced stays in the Secret (``ca-cert-previous.pem``) until
+it ends: whoever verifies the pairs (the webhooks' caBundle) trusts both while replicas move
+from a pair of the old CA to one of the new (``Bundle.trusted``).
 
 Pure functions over PEM bytes and an explicit ``now``: the clock belongs to the caller.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import ipaddress
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -33,6 +35,9 @@ SERVER_KEY = "key.pem"
 TLS_CERT = "tls.crt"
 TLS_KEY = "tls.key"
 TLS_CA = "ca.crt"  # ours too: the kubernetes.io/tls convention (the chart's Secrets carry it)
+# Ours: the CAs the current one replaced (PEM, one or more), each kept until it ends; a pair
+# one of them signed may still be served by a replica that has not read the new one yet.
+CA_PREVIOUS = "ca-cert-previous.pem"
 
 CA_VALIDITY = dt.timedelta(days=3650)
 CA_RENEW_BEFORE = dt.timedelta(days=365)  # a CA is reused only while valid a year ahead
@@ -43,17 +48,19 @@ CA_COMMON_NAME = "webhook-cert-ca"  # Koordinator's
 BACKDATE = dt.timedelta(hours=1)
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Bundle:
-    """A CA and a serving pair, PEM encoded."""
+    """A CA and a serving pair, PEM encoded, and the CAs the CA replaced (PEM, none or more)
+    that have not ended yet."""
 
     ca_cert: bytes
     ca_key: bytes
     cert: bytes
     key: bytes
+    previous_cas: bytes = b""
 
     def secret_data(self) -> dict[str, bytes]:
-        return {
+        data = {
             CA_CERT: self.ca_cert,
             CA_KEY: self.ca_key,
             SERVER_CERT: self.cert,
@@ -62,6 +69,16 @@ class Bundle:
             TLS_KEY: self.key,
             TLS_CA: self.ca_cert,
         }
+        if self.previous_cas:
+            data[CA_PREVIOUS] = self.previous_cas
+        return data
+
+    def trusted(self) -> bytes:
+        """What a client verifying the pairs must trust (the webhooks' caBundle): the CA, and
+        the CAs it replaced, whose pairs a replica may still be serving."""
+        if not self.previous_cas:
+            return self.ca_cert
+        return with_newline(self.ca_cert) + self.previous_cas
 
     @classmethod
     def from_secret_data(cls, data: Mapping[str, bytes]) -> Bundle | None:
@@ -74,7 +91,33 @@ class Bundle:
         ca_cert, ca_key = data.get(CA_CERT) or data.get(TLS_CA), data.get(CA_KEY)
         if not (ca_cert and ca_key):
             return None
-        return cls(ca_cert, ca_key, cert, key)
+        return cls(ca_cert, ca_key, cert, key, data.get(CA_PREVIOUS) or b"")
+
+
+def with_newline(pem: bytes) -> bytes:
+    """``pem`` ending in a newline, so that another PEM can follow it."""
+    return pem if pem.endswith(b"\n") else pem + b"\n"
+
+
+def is_own_ca(cert: x509.Certificate) -> bool:
+    """Whether a CA certificate is named as ``new_ca`` names those it makes."""
+    return cert.subject == _name(CA_COMMON_NAME)
+
+
+def pem_certificates(pem: bytes) -> list[x509.Certificate]:
+    """The certificates of a PEM bundle; none when any of them does not parse."""
+    try:
+        return x509.load_pem_x509_certificates(pem)
+    except ValueError:
+        return []
+
+
+def _unexpired(certificates: Sequence[x509.Certificate], now: dt.datetime) -> bytes:
+    return b"".join(
+        cert.public_bytes(serialization.Encoding.PEM)
+        for cert in certificates
+        if cert.not_valid_after_utc > now
+    )
 
 
 def _new_key() -> ec.EllipticCurvePrivateKey:
@@ -253,16 +296,26 @@ def ensure(
     The CA is kept while it is good for another year. With ``fixed_ca`` (whoever trusts it
     cannot follow a new one, as kube-scheduler's extender caData) it is kept until it expires,
     and ValueError says when it can no longer sign.
+
+    A new CA carries the one it replaces (while that has not ended) in ``previous_cas``, with
+    the earlier ones still valid; previous CAs that have ended at ``now`` are dropped, so the
+    bundle returned may differ from the one given with why None (``previous_cas`` only).
     """
+    previous = pem_certificates(bundle.previous_cas) if bundle is not None else []
     why_ca = ca_problem(bundle, now, dt.timedelta(0) if fixed_ca else CA_RENEW_BEFORE)
     if bundle is not None and why_ca is None:
+        kept = _unexpired(previous, now)
         why = server_problem(bundle, names, now)
         if why is None:
-            return bundle, None
+            if kept == bundle.previous_cas:
+                return bundle, None
+            return dataclasses.replace(bundle, previous_cas=kept), None
         cert, key = issue(bundle.ca_cert, bundle.ca_key, names, now)
-        return Bundle(bundle.ca_cert, bundle.ca_key, cert, key), why
+        return Bundle(bundle.ca_cert, bundle.ca_key, cert, key, kept), why
     if fixed_ca and bundle is not None:
         raise ValueError(f"cannot issue from the given CA: {why_ca}")
+    # The CA replaced stays trusted while it lasts: replicas still serve pairs it signed.
+    replaced = pem_certificates(bundle.ca_cert)[:1] if bundle is not None else []
     ca_cert, ca_key = new_ca(now)
     cert, key = issue(ca_cert, ca_key, names, now)
-    return Bundle(ca_cert, ca_key, cert, key), why_ca
+    return Bundle(ca_cert, ca_key, cert, key, _unexpired([*replaced, *previous], now)), why_ca

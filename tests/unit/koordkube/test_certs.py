@@ -4,6 +4,7 @@ module) and with trustme's independently made CAs, never by re-deriving the code
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import ssl
 import tempfile
@@ -218,3 +219,79 @@ def test_a_ca_whose_key_identifier_is_not_the_sha1_of_its_key_still_verifies() -
     aki = cert.extensions.get_extension_for_class(x509.AuthorityKeyIdentifier).value
     assert aki.key_identifier == b"\x42" * 20
     assert handshake_ok(bundle, NAMES[0])
+
+
+def trusted_verifies_at(bundle: certs.Bundle, pair: certs.Bundle, when: dt.datetime) -> bool:
+    """Whether ``bundle.trusted()`` (the caBundle) verifies ``pair``'s certificate."""
+    verifier = (
+        PolicyBuilder()
+        .store(Store(x509.load_pem_x509_certificates(bundle.trusted())))
+        .time(when)
+        .build_server_verifier(x509.DNSName(NAMES[2]))
+    )
+    try:
+        verifier.verify(x509.load_pem_x509_certificate(pair.cert), [])
+    except VerificationError:
+        return False
+    return True
+
+
+def test_a_replaced_ca_stays_trusted_until_it_ends() -> None:
+    first, _ = certs.ensure(None, NAMES, T0)
+    ca_end = x509.load_pem_x509_certificate(first.ca_cert).not_valid_after_utc
+    # the pair served when the CA is replaced, renewed from it 200 days before
+    late = ca_end - dt.timedelta(days=271)
+    bundle, _ = certs.ensure(first, NAMES, late - 200 * DAY)
+    assert bundle.ca_cert == first.ca_cert and bundle.cert != first.cert
+    assert bundle.previous_cas == b"" and bundle.trusted() == bundle.ca_cert
+    renewed, why = certs.ensure(bundle, NAMES, late)
+    assert why is not None and why.startswith("the CA expires")
+    assert renewed.previous_cas == bundle.ca_cert
+    # the caBundle verifies a replica still on the old pair and one on the new
+    assert trusted_verifies_at(renewed, bundle, late + DAY)
+    assert trusted_verifies_at(renewed, renewed, late + DAY)
+    # carried by the Secret under a key of its own; ca.crt stays the one CA
+    data = renewed.secret_data()
+    assert data["ca-cert-previous.pem"] == bundle.ca_cert
+    assert data["ca.crt"] == data["ca-cert.pem"] == renewed.ca_cert
+    assert certs.Bundle.from_secret_data(data) == renewed
+    # kept while it lasts; a pair renewed meanwhile keeps it too
+    again, why = certs.ensure(renewed, NAMES, late + 17 * DAY)
+    assert again is renewed and why is None
+    pair_end = certs.not_after(renewed.cert)
+    second, why = certs.ensure(renewed, NAMES, pair_end - dt.timedelta(days=179))
+    assert why is not None and second.ca_cert == renewed.ca_cert
+    assert second.previous_cas == bundle.ca_cert
+    # gone once it has ended, without a pair issued: only previous_cas differs
+    dropped, why = certs.ensure(second, NAMES, ca_end + 5 * DAY)
+    assert why is None and dropped == dataclasses.replace(second, previous_cas=b"")
+    assert dropped.trusted() == second.ca_cert
+    assert "ca-cert-previous.pem" not in dropped.secret_data()
+
+
+def test_a_third_ca_keeps_the_previous_ones_that_have_not_ended() -> None:
+    """CAs that live shorter than the year before their end they are replaced: each new one
+    carries every earlier CA still valid, and each goes at its own end."""
+    ca1, key1 = certs.new_ca(T0, dt.timedelta(days=400))
+    first, _ = certs.ensure(certs.Bundle(ca1, key1, b"", b""), NAMES, T0)
+    at2 = T0 + 37 * DAY  # ca1 has 363 days left
+    second, why = certs.ensure(first, NAMES, at2)
+    assert why is not None and second.previous_cas == ca1
+    ca2, key2 = certs.new_ca(at2, dt.timedelta(days=390))
+    second = certs.Bundle(ca2, key2, b"", b"", ca1)  # as if ensure had made a short one
+    at3 = at2 + 29 * DAY  # ca2 has 361 days left, ca1 334
+    third, _ = certs.ensure(second, NAMES, at3)
+    assert third.previous_cas == ca2 + ca1
+    assert set(x509.load_pem_x509_certificates(third.trusted())) == {
+        x509.load_pem_x509_certificate(pem) for pem in (third.ca_cert, ca2, ca1)
+    }
+    ca1_end = x509.load_pem_x509_certificate(ca1).not_valid_after_utc
+    later, _ = certs.ensure(third, NAMES, ca1_end + DAY)
+    assert later.previous_cas == ca2
+
+
+def test_a_previous_ca_that_does_not_parse_is_dropped() -> None:
+    bundle, _ = certs.ensure(None, NAMES, T0)
+    garbled = dataclasses.replace(bundle, previous_cas=b"-----BEGIN CERTIFICATE-----\nx")
+    cleaned, why = certs.ensure(garbled, NAMES, T0 + DAY)
+    assert why is None and cleaned == bundle

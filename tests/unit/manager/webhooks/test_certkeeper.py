@@ -11,16 +11,23 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import datetime as dt
 import ssl
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509 import DNSName
+from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
 from koordkube import certs
 from koordkube.certkeeper import CertificateKeeper, RaceLost, webhook_names
+from koordkube.errors import Forbidden
 from manager.webhooks.cabundle import (
     DEFAULT_MUTATING,
     DEFAULT_VALIDATING,
@@ -178,9 +185,13 @@ def test_a_new_ca_reaches_the_ca_bundles_and_the_next_handshake(tmp_path: Path) 
             clock.now = time.time()
             new = await k.sync()
             assert new.ca_cert != old.ca_cert
+            assert new.previous_cas == old.ca_cert  # half a year left: still trusted
+            assert secret_data(fake)["ca-cert-previous.pem"] == old.ca_cert
             (bundle,) = ca_bundles(fake)
-            assert base64.b64decode(bundle) == new.ca_cert
+            assert base64.b64decode(bundle) == new.ca_cert + old.ca_cert
             assert await served_certificate(server.bound_port, bundle) == new.cert
+            new_only = base64.b64encode(new.ca_cert).decode()
+            assert await served_certificate(server.bound_port, new_only) == new.cert
             with pytest.raises(ssl.SSLCertVerificationError):
                 await served_certificate(server.bound_port, base64.b64encode(old.ca_cert).decode())
         finally:
@@ -290,3 +301,210 @@ def test_a_secret_with_only_a_ca_is_used_as_it_is(tmp_path: Path) -> None:
     assert bundle.ca_cert == ca_cert
     data = secret_data(fake)
     assert data["tls.crt"] == bundle.cert and data["other"] == b"kept"
+
+
+def trusts(ca_bundle: str, cert_pem: bytes, when: dt.datetime) -> bool:
+    """Whether a caBundle verifies a serving certificate for the Service's name at ``when``
+    (cryptography's RFC 5280 path validation, the fake clock's time)."""
+    cas = x509.load_pem_x509_certificates(base64.b64decode(ca_bundle))
+    verifier = (
+        PolicyBuilder().store(Store(cas)).time(when).build_server_verifier(DNSName(SERVER_NAME))
+    )
+    try:
+        verifier.verify(x509.load_pem_x509_certificate(cert_pem), [])
+    except VerificationError:
+        return False
+    return True
+
+
+def bundle_cas(fake: FakeKubeAPI) -> set[bytes]:
+    """The CAs (PEM) the webhooks' caBundles hold; every webhook's must be the same."""
+    (bundle,) = ca_bundles(fake)
+    return {
+        cert.public_bytes(serialization.Encoding.PEM)
+        for cert in x509.load_pem_x509_certificates(base64.b64decode(bundle))
+    }
+
+
+def seed_ca(fake: FakeKubeAPI, *, made_days_ago: int, validity_days: int) -> tuple[bytes, float]:
+    """Put a CA (no pair) into the Secret, as the chart does: (its PEM, its end)."""
+    made = dt.datetime.fromtimestamp(time.time() - made_days_ago * DAY, dt.UTC)
+    ca_cert, ca_key = certs.new_ca(made, dt.timedelta(days=validity_days))
+    secret = fake.get("Secret", SECRET, NAMESPACE) or {}
+    secret["data"] = {
+        "ca-cert.pem": base64.b64encode(ca_cert).decode(),
+        "ca-key.pem": base64.b64encode(ca_key).decode(),
+    }
+    fake.seed(secret)
+    return ca_cert, x509.load_pem_x509_certificate(ca_cert).not_valid_after_utc.timestamp()
+
+
+class Replica:
+    """One koord-manager: a keeper with its own clock and cert dir, whose ``on_ca`` (the real
+    caBundle writer) calls ``check`` before and after it writes, and can be held before it
+    writes, so a pass can be stopped between its Secret write, its caBundle write and its
+    files."""
+
+    def __init__(self, name: str, fake: FakeKubeAPI, folder: Path, clock: Clock) -> None:
+        self.name, self.dir, self.clock = name, folder / name, clock
+        self.writer = CABundleWriter(fake.kube_api(), CONFIGURATIONS)
+        self.keeper = CertificateKeeper(
+            fake.kube_api(),
+            NAMESPACE,
+            SECRET,
+            webhook_names(SERVICE, NAMESPACE),
+            self.dir,
+            on_ca=self.on_ca,
+            clock=clock,
+        )
+        self.check: Callable[[str], Awaitable[None]] | None = None
+        self.hold: asyncio.Event | None = None
+        self.holding = asyncio.Event()
+
+    async def on_ca(self, trusted: bytes) -> None:
+        if self.check is not None:
+            await self.check(f"{self.name}: before its caBundle write")
+        if self.hold is not None:
+            self.holding.set()
+            await self.hold.wait()
+        await self.writer(trusted)
+        if self.check is not None:
+            await self.check(f"{self.name}: after its caBundle write, before its files")
+
+    def serving(self) -> bytes:
+        return (self.dir / "tls.crt").read_bytes()
+
+
+def test_a_ca_change_keeps_every_replicas_pair_verifiable(tmp_path: Path) -> None:
+    """Two replicas and a new CA, passes interleaved in the orders that lost admissions: at
+    every step the caBundle of both configurations verifies the pair each replica serves,
+    with cryptography at the fake time and with a real handshake against each replica's
+    server while the pairs are valid at the real time."""
+    fake = cluster()
+    # The chart's CA, made 2000 days ago for 2333: it has 333 days left at the real now, so it
+    # was due for replacement (a year before its end) 32 days ago.
+    ca_cert, ca_end = seed_ca(fake, made_days_ago=2000, validity_days=2333)
+    due = ca_end - 365 * DAY
+    a = Replica("a", fake, tmp_path, Clock(due - 41 * DAY))
+    b = Replica("b", fake, tmp_path, Clock(due - 41 * DAY))
+    servers: dict[str, WebhookServer] = {}
+    handshakes = True
+    checked: list[str] = []
+
+    async def check(step: str) -> None:
+        when = dt.datetime.fromtimestamp(max(a.clock.now, b.clock.now), dt.UTC)
+        for bundle in ca_bundles(fake):
+            for replica in (a, b):
+                served = replica.serving()
+                assert trusts(bundle, served, when), f"{step}: the caBundle fails {replica.name}"
+                if handshakes:
+                    port = servers[replica.name].bound_port
+                    assert await served_certificate(port, bundle) == served, step
+        checked.append(step)
+
+    async def scenario() -> None:
+        nonlocal handshakes
+        first = await a.keeper.first_sync()
+        assert await b.keeper.first_sync() == first
+        assert bundle_cas(fake) == {ca_cert}
+        for replica in (a, b):
+            servers[replica.name] = WebhookServer(
+                "127.0.0.1", 0, replica.dir, StaticStateProvider(), NAMESPACE
+            )
+            await servers[replica.name].start()
+        a.check = b.check = check
+        try:
+            await check("both serve the chart CA's pair")
+
+            # B's pass (its clock 7 s short of the due time) reads the Secret and is held
+            # before its caBundle write; A's (7 s past it) replaces the CA meanwhile.
+            b.clock.now, a.clock.now = due - 7, due + 7
+            b.hold = asyncio.Event()
+            stale = asyncio.create_task(b.keeper.sync())
+            await b.holding.wait()
+            new = await a.keeper.sync()
+            assert new.ca_cert != ca_cert and new.previous_cas == ca_cert
+            assert secret_data(fake)["ca-cert-previous.pem"] == ca_cert
+            assert a.serving() == new.cert and b.serving() == first.cert
+            assert bundle_cas(fake) == {new.ca_cert, ca_cert}
+            await check("A serves the new CA's pair, B the old one")
+            # B goes on with what it read before A's write: it must not take A's CA away.
+            b.hold.set()
+            assert await stale == first
+            b.hold = None
+            assert bundle_cas(fake) == {new.ca_cert, ca_cert}
+            await check("B's late caBundle write landed")
+
+            # B's next pass, 53 s later: the new pair, the bundle as it was.
+            b.clock.now = due + 46
+            assert await b.keeper.sync() == new
+            assert b.serving() == new.cert and b.keeper.renewals == 0
+            assert bundle_cas(fake) == {new.ca_cert, ca_cert}
+            await check("both serve the new CA's pair")
+        finally:
+            for server in servers.values():
+                await server.stop()
+
+        # From here the pairs are made past the real now: the fake time's checks only.
+        handshakes = False
+        # 97 days before the old CA ends the new pair is renewed; the old CA still trusted.
+        a.clock.now = b.clock.now = ca_end - 97 * DAY
+        renewed = await a.keeper.sync()
+        assert renewed.ca_cert == new.ca_cert and renewed.cert != new.cert
+        await check("A renewed the pair under the new CA")
+        assert await b.keeper.sync() == renewed
+        assert bundle_cas(fake) == {new.ca_cert, ca_cert}
+        # 3 days after the old CA's end it goes from the Secret and the caBundles.
+        a.clock.now = b.clock.now = ca_end + 3 * DAY
+        issued = a.keeper.renewals
+        dropped = await a.keeper.sync()
+        assert dropped == dataclasses.replace(renewed, previous_cas=b"")
+        assert a.keeper.renewals == issued  # nothing issued
+        assert "ca-cert-previous.pem" not in secret_data(fake)
+        assert bundle_cas(fake) == {new.ca_cert}
+        (bundle,) = ca_bundles(fake)
+        assert base64.b64decode(bundle) == new.ca_cert
+        await check("the old CA dropped, B not passed yet")
+        writes = len(fake.calls("update"))
+        assert await b.keeper.sync() == dropped
+        assert len(fake.calls("update")) == writes  # nothing left to write
+        await check("both passed after the old CA's end")
+
+    run(scenario())
+    # every point of A's and B's passes was checked, the held one included
+    assert checked.count("a: before its caBundle write") == 3
+    assert checked.count("b: after its caBundle write, before its files") == 4
+
+
+def test_a_failed_ca_bundle_write_holds_the_new_pair_back(tmp_path: Path) -> None:
+    """A's pass writes the new CA into the Secret and then cannot write the caBundle: it keeps
+    serving the old pair (which the caBundle still trusts), and whichever replica passes next
+    sets the bundle before serving the new CA's pair."""
+    fake = cluster()
+    # 111 days left at the real now, 411 at the first passes 300 days earlier
+    seed_ca(fake, made_days_ago=1111, validity_days=1222)
+    clock = Clock(time.time() - 300 * DAY)
+    a = Replica("a", fake, tmp_path, clock)
+    b = Replica("b", fake, tmp_path, clock)
+
+    async def scenario() -> None:
+        old = await a.keeper.first_sync()
+        await b.keeper.first_sync()
+        clock.now = time.time()
+        fake.fail("update", f"mutatingwebhookconfigurations/{DEFAULT_MUTATING}$", 403)
+        with pytest.raises(Forbidden):
+            await a.keeper.sync()
+        new = certs.Bundle.from_secret_data(secret_data(fake))
+        assert new is not None and new.ca_cert != old.ca_cert  # the Secret has the new CA
+        assert a.serving() == b.serving() == old.cert  # neither serves it yet
+        (bundle,) = ca_bundles(fake)
+        assert base64.b64decode(bundle) == old.ca_cert
+        # B's pass: bundle first (both CAs), then its files
+        assert await b.keeper.sync() == new
+        assert b.serving() == new.cert and a.serving() == old.cert
+        (bundle,) = ca_bundles(fake)
+        when = dt.datetime.fromtimestamp(clock.now, dt.UTC)
+        assert trusts(bundle, a.serving(), when) and trusts(bundle, b.serving(), when)
+        assert await a.keeper.sync() == new and a.serving() == new.cert
+
+    run(scenario())
