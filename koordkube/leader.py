@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from lightkube.resources.coordination_v1 import Lease
 
 from koordkube.client import KubeApi
-from koordkube.errors import Conflict, NotFound
+from koordkube.errors import Conflict, Forbidden, NotFound
 from koordkube.resources import Object
 
 log = logging.getLogger(__name__)
@@ -305,6 +305,9 @@ class LeaderElector:
                         lease = await self.api.get(
                             Lease, self.config.name, namespace=self.config.namespace
                         )
+                    except (Forbidden, NotFound) as exc:
+                        self._not_released(exc)
+                        return False
                     except Exception as exc:
                         log.error("reading lease %s to release it failed: %s", self.describe, exc)
                         return False
@@ -325,6 +328,9 @@ class LeaderElector:
                         await self._update(released)
                     except Conflict:
                         continue  # written meanwhile: read it again
+                    except (Forbidden, NotFound) as exc:
+                        self._not_released(exc)
+                        return False
                     except Exception as exc:  # release is best effort: the lease expires
                         log.error("releasing lease %s failed: %s", self.describe, exc)
                         return False
@@ -334,6 +340,16 @@ class LeaderElector:
         except TimeoutError:
             log.error("releasing lease %s timed out", self.describe)
             return False
+
+    def _not_released(self, exc: Forbidden | NotFound) -> None:
+        """The rights or the Lease went first: what ``helm uninstall`` does, deleting the
+        release's Roles while its pods are still stopping. Nothing to repair: the lease runs
+        out by itself."""
+        log.warning(
+            "lease %s not released (%s: %s): it runs out by itself within %gs; an uninstall "
+            "removes the rights before its pods stop",
+            self.describe, type(exc).__name__, exc, self.config.lease_duration,
+        )  # fmt: skip
 
     async def _acquire(self) -> None:
         log.info("attempting to acquire lease %s as %s", self.describe, self.identity)

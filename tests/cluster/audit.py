@@ -27,7 +27,11 @@ from koordapi.quantity import parse_quantity
 from tests.cluster.helm import NAMESPACE
 
 PRODUCT_GROUP = f"system:serviceaccounts:{NAMESPACE}"
-POLICY = f"""\
+
+
+def policy(node: str) -> str:
+    """The audit policy: the product's requests, and the kubelet's authorization questions."""
+    return f"""\
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -37,18 +41,25 @@ rules:
     verbs: [create, update, patch]
   - level: Metadata
     userGroups: ["{PRODUCT_GROUP}"]
+  # the kubelet asking whether a caller of its own port may (koordlet's pod list)
+  - level: RequestResponse
+    users: ["system:node:{node}"]
+    resources: [{{group: authorization.k8s.io, resources: [subjectaccessreviews]}}]
   - level: None
 """
+
+
 # What a real server fills in or owns; never a difference.
 SERVER_FIELDS = frozenset({"resourceVersion", "managedFields", "generation", "uid"})
 
 
 @dataclass(frozen=True)
 class Expected:
-    """403s for ``user`` (a ServiceAccount name) on ``resource`` between ``start`` and ``end``."""
+    """403s for ``user`` (a ServiceAccount name; None: any of the release's) on ``resource``
+    (None: any) between ``start`` and ``end``."""
 
-    user: str
-    resource: str
+    user: str | None
+    resource: str | None
     start: dt.datetime
     end: dt.datetime
 
@@ -57,7 +68,7 @@ EXPECTED: list[Expected] = []
 
 
 @contextlib.contextmanager
-def expect_forbidden(user: str, resource: str) -> Iterator[None]:
+def expect_forbidden(user: str | None, resource: str | None) -> Iterator[None]:
     """Refusals a test causes on purpose (it took ``user``'s right on ``resource`` away)."""
     start = dt.datetime.now(dt.UTC)
     try:
@@ -69,11 +80,28 @@ def expect_forbidden(user: str, resource: str) -> Iterator[None]:
 def expected_in(line: str) -> bool:
     """Whether a log line is about a refusal a test caused (it names the resource)."""
     lowered = line.lower()
-    return any(e.resource in lowered for e in EXPECTED)
+    return any(e.resource is not None and e.resource in lowered for e in EXPECTED)
 
 
 def read(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def product(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events of requests by the release's ServiceAccounts."""
+    return [e for e in events if PRODUCT_GROUP in e["user"].get("groups", [])]
+
+
+def kubelet_reviews(events: list[dict[str, Any]], account: str) -> list[dict[str, Any]]:
+    """The SubjectAccessReviews the kubelet asked about ServiceAccount ``account`` of the
+    release (a caller of the kubelet's own port), with the API server's answers."""
+    user = f"system:serviceaccount:{NAMESPACE}:{account}"
+    return [
+        e
+        for e in events
+        if e.get("objectRef", {}).get("resource") == "subjectaccessreviews"
+        and (e.get("requestObject") or {}).get("spec", {}).get("user") == user
+    ]
 
 
 def _when(event: Mapping[str, Any]) -> dt.datetime:

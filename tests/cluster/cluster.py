@@ -343,7 +343,7 @@ class Cluster:
     def _apiserver_args(self) -> list[str]:
         p = self.pki_dir
         policy = self.base / "audit-policy.yaml"
-        policy.write_text(audit.POLICY)
+        policy.write_text(audit.policy(NODE_NAME))
         self.audit_log.parent.mkdir(parents=True, exist_ok=True)
         return [
             "kube-apiserver",

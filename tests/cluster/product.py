@@ -19,11 +19,19 @@ KOORDLET_IMAGE = paths.IMAGES_DIR / "koordlet.tar"
 # koordlet's NodeMetric report interval: Koordinator's floor, not the chart's 60 s, so that
 # the tests that wait for reports wait half as long.
 REPORT_INTERVAL = 30
+# The control plane's replicas ask for 25m each instead of 100m: on the 2-core node, an LSR
+# pod's whole CPU must fit beside them and the tests' own pods.
+SMALL = {"requests": {"cpu": "25m"}}
 VALUES: dict[str, Any] = {
     "koordlet": {"flags": {"cgroup-kube-dir": f"{CGROUP_ROOT}/kubepods/"}},
-    "manager": {"knownSchedulers": ["koord-scheduler"]},
+    "manager": {"knownSchedulers": ["koord-scheduler"], "resources": SMALL},
     "sloConfig": {"data": {"colocation-config": {"metricReportIntervalSeconds": REPORT_INTERVAL}}},
-    "scheduler": {"loadAware": {"usageThresholds": {"cpu": 0, "memory": 95}}},
+    "scheduler": {
+        "loadAware": {"usageThresholds": {"cpu": 0, "memory": 95}},
+        "resources": SMALL,
+        "kubeScheduler": {"resources": SMALL},
+    },
+    "descheduler": {"resources": SMALL},
 }
 
 

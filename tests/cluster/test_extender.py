@@ -116,29 +116,30 @@ def metric_of(cluster: Cluster, node: str) -> dict[str, Any]:
 
 
 def test_load_aware_keeps_a_pod_off_the_hot_node(cluster: Cluster, other: OtherNode) -> None:
-    small = {"cpu": "20m", "memory": "16Mi"}
-    # Idle, with 32 times the real node's cores: every scorer prefers it.
-    create(cluster, pod("to-the-idle-node", requests=small))
-    first = cluster.wait_for("the first pod bound", lambda: bound(cluster, "to-the-idle-node"))
-    assert first["spec"]["nodeName"] == OTHER
-    cluster.wait_for("the extender's bind", lambda: bound_by_extender(cluster, first, OTHER), 30)
-
-    # Its memory use past the chart's 95 %: LoadAware's filter takes it out.
-    other.usage = (50, 250 * GI)
-    cluster.wait_for(
-        f"{OTHER}'s NodeMetric reporting it hot",
-        lambda: int(parse_quantity(metric_of(cluster, OTHER)["memory"])) == 250 * GI,
-        timeout=60,
-    )
+    # 64Gi: more memory than the real node has, so only the other node fits by its requests,
+    # and LoadAware's filter alone decides whether it may go there.
+    large = {"cpu": "20m", "memory": "64Gi"}
     try:
-        create(cluster, pod("off-the-hot-node", requests=small))
-        second = cluster.wait_for(
-            "the second pod bound", lambda: bound(cluster, "off-the-hot-node")
-        )
-        assert second["spec"]["nodeName"] == NODE_NAME
+        create(cluster, pod("to-the-idle-node", requests=large))
+        first = cluster.wait_for("the first pod bound", lambda: bound(cluster, "to-the-idle-node"))
+        assert first["spec"]["nodeName"] == OTHER
         cluster.wait_for(
-            "the extender's bind", lambda: bound_by_extender(cluster, second, NODE_NAME), 30
+            "the extender's bind", lambda: bound_by_extender(cluster, first, OTHER), 30
         )
+
+        # Its memory use past the chart's 95 %: LoadAware's filter takes it out.
+        other.usage = (50, 250 * GI)
+        cluster.wait_for(
+            f"{OTHER}'s NodeMetric reporting it hot",
+            lambda: int(parse_quantity(metric_of(cluster, OTHER)["memory"])) == 250 * GI,
+            timeout=60,
+        )
+        create(cluster, pod("off-the-hot-node", requests=large))
+        condition = cluster.wait_for(
+            "the second pod unschedulable", lambda: unschedulable(cluster, "off-the-hot-node")
+        )
+        assert "node(s) memory usage exceed threshold" in condition["message"], condition
+        assert "nodeName" not in get(cluster, "off-the-hot-node")["spec"]
     finally:
         other.usage = (50, 200 * 2**20)
         delete(cluster, "to-the-idle-node", "off-the-hot-node")

@@ -57,6 +57,24 @@ def test_koordlet_rewrites_the_nodemetric_on_the_interval_koord_manager_sets(
     assert REPORT_INTERVAL - 1 <= gap <= 2 * REPORT_INTERVAL, (first, second)
 
 
+def test_koordlet_lists_pods_on_the_kubelets_authenticated_port(cluster: Cluster) -> None:
+    """Koordinator's default: HTTPS on the kubelet's port with koordlet's token, which the
+    kubelet checks with the API server (webhook authorization): a SubjectAccessReview per
+    decision it has not cached."""
+    reviews = cluster.wait_for(
+        "the kubelet's authorization review of koordlet",
+        lambda: audit.kubelet_reviews(audit.read(cluster.audit_log), "koordlet"),
+        timeout=60,
+    )
+    allowed = [e for e in reviews if e["responseObject"]["status"].get("allowed")]
+    assert allowed, reviews[:2]
+    attributes = allowed[0]["requestObject"]["spec"]["resourceAttributes"]
+    # /pods is the kubelet's "pods" subresource of the node (its "proxy" before fine-grained
+    # kubelet authorization)
+    assert attributes["resource"] == "nodes" and attributes["name"] == NODE_NAME, attributes
+    assert attributes.get("subresource") in ("pods", "proxy"), attributes
+
+
 @pytest.fixture
 def threshold_config(cluster: Cluster) -> Iterator[Callable[..., None]]:
     """Change the cluster strategy of resource-threshold-config and wait for koord-manager's

@@ -195,6 +195,28 @@ def test_releasing_on_shutdown_lets_the_other_take_over_at_once() -> None:
     run(scenario())
 
 
+@pytest.mark.parametrize(("verb", "code"), [("get", 403), ("update", 403), ("get", 404)])
+def test_a_release_refused_as_an_uninstall_refuses_it_is_a_warning_not_an_error(
+    verb: str, code: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        fake, clock = FakeKubeAPI(), ManualClock()
+        a = Candidate(fake, "a", clock)
+        a.start()
+        await eventually(lambda: a.leading)
+        fake.fail(verb, r"/leases/", code, times=7)
+        await a.stop()
+        assert spec(fake)["holderIdentity"] == "a"  # not released: it runs out by itself
+
+    with caplog.at_level("WARNING", logger="koordkube.leader"):
+        run(scenario())
+    (record,) = [r for r in caplog.records if "not released" in r.getMessage()]
+    assert record.levelname == "WARNING"
+    assert ("Forbidden" if code == 403 else "NotFound") in record.getMessage()
+    assert "runs out by itself within 1s;" in record.getMessage()  # config(): 1 s
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
 def test_a_conflict_while_acquiring_is_a_lost_race() -> None:
     async def scenario() -> None:
         fake, clock = FakeKubeAPI(), ManualClock()
