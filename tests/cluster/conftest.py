@@ -56,8 +56,9 @@ def cluster() -> Iterator[Cluster]:
     missing = missing_prerequisites()
     if missing:
         pytest.skip(f"the cluster tier needs {', '.join(missing)}")
-    shutil.rmtree(LOG_KEEP_DIR / paths.CONTAINERD_VERSION, ignore_errors=True)
     running = Cluster.start(binary=kubebuild.folder() / kubebuild.BINARY)
+    # after start: a session waiting for another one's cluster must not remove its logs
+    shutil.rmtree(LOG_KEEP_DIR / paths.CONTAINERD_VERSION, ignore_errors=True)
     try:
         install(running)
         yield running

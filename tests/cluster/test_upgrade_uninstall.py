@@ -44,6 +44,12 @@ def test_an_upgrade_rolls_koordlet_and_an_uninstall_keeps_the_crds(cluster: Clus
             cluster.netns_path, cluster.admin_kubeconfig, cluster.base / "helm", "uninstall",
             timeout=300,
         )  # fmt: skip
+        # Helm waits for the objects, not for their pods to stop.
+        cluster.wait_for(
+            "the product's pods gone",
+            lambda: not cluster.get(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"],
+            timeout=120,
+        )
     left = cluster.kubectl("get", "deployments,daemonsets", "-n", NAMESPACE, "-o", "name")
     assert left.strip() == ""
     crds = cluster.kubectl("get", "crds", "-o", "name")
