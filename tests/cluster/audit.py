@@ -115,7 +115,8 @@ def _account(event: Mapping[str, Any]) -> str:
 def describe(event: Mapping[str, Any]) -> str:
     status = event.get("responseStatus", {})
     return (
-        f"{_account(event)} {event['verb']} {event['requestURI']} → {status.get('code')} "
+        f"{event['stageTimestamp']} {_account(event)} {event['verb']} {event['requestURI']}"
+        f" → {status.get('code')} "
         f"{status.get('message', '')[:200]}"
     )
 
@@ -126,10 +127,10 @@ def refusals(events: list[dict[str, Any]]) -> list[str]:
     for event in events:
         if event.get("responseStatus", {}).get("code") != 403:
             continue
-        resource = event.get("objectRef", {}).get("resource", "")
+        user, resource = _account(event), event.get("objectRef", {}).get("resource", "")
         if any(
-            e.user == _account(event)
-            and e.resource == resource
+            e.user in (None, user)
+            and e.resource in (None, resource)
             and e.start <= _when(event) <= e.end
             for e in EXPECTED
         ):

@@ -15,7 +15,7 @@ def test_no_product_component_was_refused_by_the_authorizer(cluster: Cluster) ->
     events = audit.product(audit.read(cluster.audit_log))
     assert events
     refused = audit.refusals(events)
-    assert not refused, "\n".join(refused)
+    assert not refused, "\n".join([*refused, f"expected: {audit.EXPECTED}"])
 
 
 def test_every_write_of_the_product_reads_back_as_it_was_sent(cluster: Cluster) -> None:

@@ -63,5 +63,9 @@ def test_only_refusals_no_test_expected_count() -> None:
     try:
         assert audit.refusals([refused]) == []
         assert len(audit.refusals([{**refused, "objectRef": {"resource": "nodes"}}])) == 1
+        with audit.expect_forbidden(None, None):  # any account, any resource: an uninstall
+            for_nodes = {**refused, "objectRef": {"resource": "nodes"}}
+            for_nodes["stageTimestamp"] = dt.datetime.now(dt.UTC).isoformat()
+        assert audit.refusals([for_nodes]) == []
     finally:
         audit.EXPECTED.clear()
