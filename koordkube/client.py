@@ -355,13 +355,15 @@ class KubeApi:
         body: Mapping[str, Any],
         *,
         namespace: str | None = None,
+        timeout: float | None = None,
     ) -> Object:
         """POST ``body`` to a subresource of one object (``pods/NAME/binding``,
-        ``pods/NAME/eviction``)."""
+        ``pods/NAME/eviction``); ``timeout`` seconds in place of the client's own (an
+        eviction can take the server longer)."""
         path = _path(res, namespace=namespace, name=name, subresource=subresource)
         resource = _resource(res, subresource)
         return await self._call(
-            "POST", path, body=body, write=True, verb="create", resource=resource
+            "POST", path, body=body, write=True, verb="create", resource=resource, timeout=timeout
         )
 
     async def delete(
@@ -435,19 +437,22 @@ class KubeApi:
         content_type: str = "application/json",
         verb: str,
         resource: str,
+        timeout: float | None = None,
     ) -> Object:
-        """One request; ``verb`` and ``resource`` name it to ``observe`` and in its error."""
+        """One request; ``verb`` and ``resource`` name it to ``observe`` and in its error;
+        ``timeout``, when given, replaces the client's."""
         params = dict(params or {})
         if write:
             params.setdefault("fieldManager", self.field_manager)
         content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         headers = {"Content-Type": content_type} if content is not None else None
+        limit: dict[str, Any] = {} if timeout is None else {"timeout": httpx2.Timeout(timeout)}
         with _boundary(verb, resource):
             response = await self._timed(
                 verb,
                 resource,
                 lambda: self._http.request(
-                    method, path, params=params, content=content, headers=headers
+                    method, path, params=params, content=content, headers=headers, **limit
                 ),
             )
             _raise_for_status(response)

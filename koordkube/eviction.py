@@ -4,7 +4,10 @@
 options carry the pod's UID as a precondition, so a pod that was replaced under the same name
 is never evicted by mistake. The API server answers 201 (eviction started), 429 (a
 PodDisruptionBudget forbids it now: try later), 404 (the pod is gone) or 409 (the UID
-precondition failed: it is a different pod now).
+precondition failed: it is a different pod now). The 409 comes late: the server retries a
+delete that conflicts for about ten seconds first (its EvictionsRetry, 20 tries 0.5 s apart),
+so an eviction waits ``EVICTION_TIMEOUT``, longer than a client's usual 10 s, for its answer;
+with less, a replaced pod would read as a failed eviction instead of a gone one.
 
 ``EvictionAPI`` sends it through a ``KubeApi`` on an event loop. Callers in worker threads
 (koordlet's QoS strategies) use ``evict``, which hands the request to the loop given to
@@ -43,11 +46,16 @@ def eviction_body(namespace: str, name: str, uid: str) -> dict[str, Any]:
     }
 
 
+EVICTION_TIMEOUT = 30.0
+"""Seconds an eviction waits for the API server's answer (see the module docstring)."""
+
+
 class EvictionAPI:
     """Evictions through a ``KubeApi``; ``bind(loop)`` (the loop the client runs on) before
-    the first ``evict`` from another thread."""
+    the first ``evict`` from another thread. ``timeout`` bounds the request and the wait for
+    its answer."""
 
-    def __init__(self, api: KubeApi, *, timeout: float = 10.0) -> None:
+    def __init__(self, api: KubeApi, *, timeout: float = EVICTION_TIMEOUT) -> None:
         self.api = api
         self.timeout = timeout
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -61,8 +69,8 @@ class EvictionAPI:
         if self.loop is None or self.loop.is_closed():
             return EvictionResult.FAILED, "the Kubernetes client is not running yet"
         future = asyncio.run_coroutine_threadsafe(self.evict_async(namespace, name, uid), self.loop)
-        try:
-            return future.result(self.timeout)
+        try:  # the request gives up after ``timeout``; this wait only outlasts it
+            return future.result(self.timeout + 1.0)
         except concurrent.futures.TimeoutError:
             future.cancel()
             return EvictionResult.FAILED, f"no answer within {self.timeout}s"
@@ -70,7 +78,9 @@ class EvictionAPI:
     async def evict_async(self, namespace: str, name: str, uid: str) -> tuple[EvictionResult, str]:
         body = eviction_body(namespace, name, uid)
         try:
-            await self.api.create_subresource(Pod, name, "eviction", body, namespace=namespace)
+            await self.api.create_subresource(
+                Pod, name, "eviction", body, namespace=namespace, timeout=self.timeout
+            )
         except errors.Throttled as err:  # a disruption budget allows no eviction now
             return EvictionResult.BLOCKED, err.message
         except (errors.NotFound, errors.Conflict) as err:  # gone, or another pod by that name

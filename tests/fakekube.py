@@ -10,17 +10,35 @@ tests need no sockets and no cluster::
     api.fail("update", r"/nodes/n1$", 409)     # the next PUT to that node gets a Conflict
     assert api.calls("patch", r"/nodes/n1/status$")
 
-What it does as the real server does: one global, increasing resourceVersion; 409 AlreadyExists
-on create and 409 Conflict on a stale resourceVersion (PUT, or a patch carrying one); status
-subresources (the main resource ignores status changes, ``/status`` changes only status, and
-for Nodes and Pods labels and annotations too);
-merge and JSON patches; label selectors and field selectors on any dotted path; watches from a
-resourceVersion with history replay, ADDED/MODIFIED/DELETED as seen through the selectors,
-bookmarks when asked, ``timeoutSeconds``, and 410 Expired below a compaction point the test
-sets; Status error bodies with the real reasons and messages. Simplified on purpose: strategic
-merge patches are merge patches (lists replace), no server-side apply, no finalizers or
-graceful deletion, no admission (namespaces need not exist), ``limit`` is ignored, a created
-Pod's status becomes ``{"phase": "Pending"}`` (no qosClass) and a custom resource's is dropped.
+What it does as the real server does (tests/kubescenario.py runs one scenario of the product's
+kinds and verbs on both; the cluster tier compares, tests/kubescenario.json keeps what the real
+server answered): one global, increasing resourceVersion; 409 AlreadyExists on create and 409
+Conflict on a stale resourceVersion (PUT, or a patch carrying one); status subresources (the
+main resource ignores status changes, ``/status`` changes only status, and for Nodes and Pods
+labels and annotations too; a custom resource's status is dropped on create when its CRD has a
+status subresource, kept when not, and its generation counts everything but metadata and such
+a status); merge and JSON patches (a JSON patch that fails is 422 without detail), strategic
+merge patches refused on custom resources (415); resource quantities stored in their
+canonical form ("3000m" → "3", "1000" → "1k") in Node capacity and allocatable (allocatable
+defaulted from capacity, negative or fractional extended resources 422) and Pod resources; a
+Namespace's ``kubernetes.io/metadata.name`` label; a Lease's MicroTimes parsed strictly (six
+digits) and stored in UTC; label selectors, and field selectors on the fields each kind indexes
+(``FIELDS``; others 400); watches from a resourceVersion with history replay, ADDED/MODIFIED/
+DELETED as seen through the selectors (an object leaving them is DELETED as it last matched),
+bookmarks when asked, ``timeoutSeconds``, and 410 Expired below a compaction point the test sets
+(a real server's watch cache: it serves any version since the API server started, whatever
+etcd compacted); binding and eviction with their UID preconditions, an eviction that fails one
+answered only after ``eviction_retry_seconds`` (past a client's read timeout, ReadTimeout);
+Status error bodies with the real reasons and messages.
+
+Simplified on purpose: strategic merge patches on built-in kinds are merge patches (lists
+replace; the product sends only merge patches), no server-side apply (415), no finalizers or
+graceful deletion (a delete is immediate, a deleted Namespace leaves its objects), no admission
+(namespaces need not exist, no ServiceAccount is needed), custom resources are not checked
+against their CRD's schema (no pruning, defaulting or validation:
+tests/unit/charts/test_crd_schemas.py holds what the product writes to the schemas), other
+built-in validation only as above, ``limit`` is ignored, and a created Pod's status becomes
+``{"phase": "Pending"}`` (no qosClass).
 """
 
 from __future__ import annotations
@@ -39,10 +57,62 @@ import httpx2
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config.models import Cluster, User
 
+from koordapi.quantity import parse_quantity
 from koordkube.client import FIELD_MANAGER, KubeApi
 from koordkube.resources import CONFIG_GROUP, SCHEDULING_GROUP, SLO_GROUP, Object
 
 BASE_URL = "http://fake-kube-api.invalid"
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+EVICTION_RETRY_SECONDS = 10.5
+"""How long a real API server takes to refuse an eviction whose delete conflicts (a UID
+precondition that fails): it retries for about ten seconds first (EvictionsRetry: 20 tries,
+0.5 s apart with jitter); measured past a 10 s client timeout on the cluster tier."""
+MICRO_TIME = "2006-01-02T15:04:05.000000Z07:00"
+"""Go's layout of a MicroTime (metav1.RFC3339Micro), which the server parses strictly."""
+_DEFAULT_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
+FIELDS = {
+    "Pod": frozenset(
+        {
+            "metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+        }
+    ),
+    "Node": frozenset({"metadata.name", "spec.unschedulable"}),
+    "Namespace": frozenset({"metadata.name", "status.phase"}),
+    "Secret": frozenset({"metadata.name", "metadata.namespace", "type"}),
+    "Event": frozenset(
+        {
+            "metadata.name",
+            "metadata.namespace",
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        }
+    ),
+}
+"""The field selectors each built-in kind takes (its field label conversion); the others, and
+custom resources, take metadata.name and metadata.namespace."""
+_FIELD_ALIASES = {("Event", "source"): "source.component"}
 
 
 @dataclass(frozen=True)
@@ -148,12 +218,19 @@ class StatusError(Exception):
     """Raised inside the fake to answer with a Status; tests can raise it from hooks too."""
 
     def __init__(
-        self, code: int, message: str, *, reason: str | None = None, details: Object | None = None
+        self,
+        code: int,
+        message: str,
+        *,
+        reason: str | None = None,
+        details: Object | None = None,
+        delay: float = 0.0,
     ) -> None:
         super().__init__(message)
         self.code, self.message = code, message
         self.reason = reason or REASONS.get(code, "Unknown")
         self.details = details
+        self.delay = delay  # seconds the server takes to give this answer
 
     def body(self) -> Object:
         status: Object = {
@@ -242,14 +319,24 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
         self._watchers: set[_Watcher] = set()
         self._failures: list[_Failure] = []
         self.blocked_evictions: set[str] = set()  # "namespace/name": a PDB says no (429)
+        self.eviction_retry_seconds = EVICTION_RETRY_SECONDS
+        """How long an eviction whose UID precondition fails takes to answer 409 (tests that
+        do not time it shorten it)."""
 
     # -- clients -------------------------------------------------------------------------------
 
-    def client(self, *, field_manager: str = FIELD_MANAGER) -> AsyncClient:
-        """A lightkube AsyncClient whose requests this fake answers."""
+    def client(
+        self, *, field_manager: str = FIELD_MANAGER, timeout: float | None = None
+    ) -> AsyncClient:
+        """A lightkube AsyncClient whose requests this fake answers (``timeout``: lightkube's
+        10 s unless given; the fake holds a client to its read timeout where it answers
+        slowly, as ``eviction_retry_seconds``)."""
         user = User(token="fake")
         config = KubeConfig.from_one(cluster=Cluster(server=BASE_URL), user=user)
-        return AsyncClient(config, transport=self, trust_env=False, field_manager=field_manager)
+        limit = httpx2.Timeout(timeout) if timeout is not None else None
+        return AsyncClient(
+            config, transport=self, trust_env=False, field_manager=field_manager, timeout=limit
+        )
 
     def kube_api(self) -> KubeApi:
         return KubeApi(self.client())
@@ -383,6 +470,8 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
                 return self._watch(route[0], route[1], params, request)
             code, result = self._dispatch(verb, route, params, body, content_type)
         except StatusError as exc:
+            if exc.delay:
+                await _answer_after(exc.delay, request)
             return _response(exc.code, exc.body())
         return _response(code, result)
 
@@ -465,7 +554,7 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
 
     def _list(self, kind: Kind, namespace: str | None, params: dict[str, str]) -> Object:
         labels = _parse_labels(params.get("labelSelector", ""))
-        fields = _parse_fields(params.get("fieldSelector", ""))
+        fields = _field_terms(kind, _parse_fields(params.get("fieldSelector", "")))
         items = []
         for (k, ns, _), obj in sorted(self._objects.items(), key=lambda i: i[0][1:]):
             if (
@@ -519,7 +608,7 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
                 reason="AlreadyExists",
                 details=self._details(kind, meta["name"]),
             )
-        if kind.custom:
+        if kind.custom and kind.status:  # a CRD without a status subresource keeps it
             body.pop("status", None)
         elif kind.kind == "Pod":
             body["status"] = {"phase": "Pending"}
@@ -528,6 +617,7 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
         for transient in ("resourceVersion", "uid", "creationTimestamp", "deletionTimestamp"):
             meta.pop(transient, None)
         self._fill_new_meta(kind, body)
+        _prepare(kind, body)
         return self._store(kind, key, body, None)
 
     def _evict(self, key: tuple[Kind, str, str], body: Object) -> Object:
@@ -545,9 +635,11 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
         if wanted and wanted != old["metadata"].get("uid"):
             raise StatusError(
                 409,
-                f'Operation cannot be fulfilled on pods "{name}": Precondition failed: UID in '
-                f"precondition: {wanted}, UID in object meta: {old['metadata'].get('uid')}",
+                f'Operation cannot be fulfilled on Pod "{name}": the UID in the precondition '
+                f"({wanted}) does not match the UID in record ({old['metadata'].get('uid')}). "
+                "The object might have been deleted and then recreated",
                 reason="Conflict",
+                delay=self.eviction_retry_seconds,
             )
         self._delete(kind, key)
         return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
@@ -561,10 +653,13 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
             raise StatusError(400, "a Binding with target.name is required")
         uid = (body.get("metadata") or {}).get("uid")
         if uid and uid != old["metadata"].get("uid"):
+            namespace = key[1]
             raise StatusError(
                 409,
-                f'Operation cannot be fulfilled on pods/binding "{name}": Precondition failed: '
-                f"UID in precondition: {uid}, UID in object meta: {old['metadata'].get('uid')}",
+                f'Operation cannot be fulfilled on pods "{name}": StorageError: invalid object, '
+                f"Code: 4, Key: /registry/pods/{namespace}/{name}, ResourceVersion: 0, "
+                f"AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in "
+                f"object meta: {old['metadata'].get('uid')}",
                 reason="Conflict",
             )
         current = (old.get("spec") or {}).get("nodeName")
@@ -608,21 +703,30 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
         kind, _, name = key
         old = self._existing(key)
         media = content_type.split(";", maxsplit=1)[0].strip()
-        if media in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
-            if not isinstance(patch, dict):
-                raise StatusError(400, "a merge patch must be a JSON object")
-            patched = _merge_patch(old, patch)
-        elif media == "application/json-patch+json":
-            if not isinstance(patch, list):
-                raise StatusError(400, "a JSON patch must be a JSON array")
-            patched = _json_patch(old, patch)
-        else:
+        # the real server's lists; server-side apply is in them but not done here (415 too)
+        accepted = [JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
+        if not kind.custom:  # strategic merge patches need Go types: built-in kinds only
+            accepted.insert(2, STRATEGIC_MERGE_PATCH)
+        if media not in accepted or media == APPLY_PATCH:
             raise StatusError(
                 415,
                 "the body of the request was in an unknown format - accepted media types "
-                "include: application/json-patch+json, application/merge-patch+json, "
-                f"application/strategic-merge-patch+json (got {media!r})",
+                f"include: {', '.join(accepted)}",
+                reason="UnsupportedMediaType",
             )
+        if media in (MERGE_PATCH, STRATEGIC_MERGE_PATCH):
+            if not isinstance(patch, dict):
+                raise StatusError(400, "a merge patch must be a JSON object")
+            patched = _merge_patch(old, patch)
+        else:
+            if not isinstance(patch, list):
+                raise StatusError(400, "a JSON patch must be a JSON array")
+            try:
+                patched = _json_patch(old, patch)
+            except StatusError as exc:  # the real server says no more than this
+                raise StatusError(
+                    422, "the server rejected our request due to an error in our request"
+                ) from exc
         if not isinstance(patched, dict):
             raise StatusError(422, "the patched object is not a JSON object")
         self._check_version(kind, name, (patched.get("metadata") or {}).get("resourceVersion"), old)
@@ -670,9 +774,10 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
         result.setdefault("apiVersion", kind.api_version)
         result.setdefault("kind", kind.kind)
         meta["resourceVersion"] = old_meta["resourceVersion"]
+        _prepare(kind, result)
         if result == old:
             return copy.deepcopy(old)  # a no-op write stores nothing and keeps the version
-        if kind.custom and _spec_of(result) != _spec_of(old):
+        if kind.custom and _spec_of(kind, result) != _spec_of(kind, old):
             meta["generation"] = int(old_meta.get("generation", 1)) + 1
         return self._store(kind, key, result, old)
 
@@ -682,7 +787,7 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
         self, kind: Kind, namespace: str | None, params: dict[str, str], request: httpx2.Request
     ) -> httpx2.Response:
         labels = _parse_labels(params.get("labelSelector", ""))
-        fields = _parse_fields(params.get("fieldSelector", ""))
+        fields = _field_terms(kind, _parse_fields(params.get("fieldSelector", "")))
         since = params.get("resourceVersion", "")
         timeout = params.get("timeoutSeconds")
         loop = asyncio.get_running_loop()
@@ -732,12 +837,18 @@ class FakeKubeAPI(httpx2.AsyncBaseTransport):
             return
         now = _matches(event.obj, watcher.labels, watcher.fields)
         before = event.old is not None and _matches(event.old, watcher.labels, watcher.fields)
+        obj = event.obj
         if event.type == "MODIFIED":
             kind = "MODIFIED" if now and before else "ADDED" if now else "DELETED" if before else ""
+            if kind == "DELETED" and event.old is not None:
+                # out of the selector: the watch cache sends what the watcher last matched,
+                # at the event's resourceVersion
+                obj = copy.deepcopy(event.old)
+                obj["metadata"]["resourceVersion"] = str(event.version)
         else:
             kind = event.type if now else ""
         if kind:
-            watcher.queue.put_nowait(_line(kind, event.obj))
+            watcher.queue.put_nowait(_line(kind, obj))
 
     # -- storage -------------------------------------------------------------------------------
 
@@ -828,6 +939,18 @@ def _verb(method: str, name: str | None, params: dict[str, str], sub: str | None
     return verbs[method]
 
 
+async def _answer_after(seconds: float, request: httpx2.Request) -> None:
+    """Take ``seconds`` to answer, as a slow server does: a client whose read timeout is
+    shorter gets ``httpx2.ReadTimeout`` when it runs out (a transport enforces timeouts)."""
+    read = (request.extensions.get("timeout") or {}).get("read")
+    if read is not None and read < seconds:
+        await asyncio.sleep(read)
+        raise httpx2.ReadTimeout(
+            "the fake's answer took longer than the read timeout", request=request
+        )
+    await asyncio.sleep(seconds)
+
+
 def _response(code: int, body: Object) -> httpx2.Response:
     headers = {"Content-Type": "application/json"}
     retry_after = (body.get("details") or {}).get("retryAfterSeconds") if code >= 400 else None
@@ -859,8 +982,166 @@ def _object_body(body: Any) -> Object:
     return copy.deepcopy(body)
 
 
-def _spec_of(obj: Object) -> Object:
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+def _spec_of(kind: Kind, obj: Object) -> Object:
+    """What a custom resource's generation counts: all but metadata, and status when it has a
+    subresource of its own."""
+    skipped = ("metadata", "status") if kind.status else ("metadata",)
+    return {k: v for k, v in obj.items() if k not in skipped}
+
+
+# -- what the API server's strategies do to an object before storing it ------------------------
+
+
+def _prepare(kind: Kind, obj: Object) -> None:
+    """Fill and check ``obj`` as the kind's strategy does on every write: a Namespace's
+    ``kubernetes.io/metadata.name`` label, resource quantities in their canonical form (Node
+    capacity and allocatable, Pod container resources and overhead), Node quantities
+    validated."""
+    try:
+        _prepare_kind(kind, obj)
+    except StatusError as exc:
+        if exc.code != 400:
+            raise
+        raise StatusError(
+            400,
+            f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
+            f"{exc.message}",
+        ) from exc
+
+
+def _prepare_kind(kind: Kind, obj: Object) -> None:
+    meta = obj.setdefault("metadata", {})
+    if kind.kind == "Namespace":
+        meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta.get("name")
+    elif kind.kind == "Lease":
+        spec = obj.get("spec") or {}
+        for field in ("acquireTime", "renewTime"):
+            if spec.get(field) is not None:
+                spec[field] = micro_time(spec[field])
+    elif kind.kind == "Node":
+        status = obj.get("status") or {}
+        if status.get("capacity") is not None and status.get("allocatable") is None:
+            status["allocatable"] = copy.deepcopy(status["capacity"])  # SetDefaults_NodeStatus
+        problems = []
+        for section in ("capacity", "allocatable"):
+            for name, value in _canonical_map(status.get(section)).items():
+                problems += _node_quantity_problems(f"status.{section}.{name}", name, value)
+        if problems:
+            summary = problems[0] if len(problems) == 1 else f"[{', '.join(problems)}]"
+            raise StatusError(
+                422,
+                f'Node "{meta.get("name", "")}" is invalid: {summary}',
+                details={"name": meta.get("name", ""), "kind": "Node"},
+            )
+    elif kind.kind == "Pod":
+        spec = obj.get("spec") or {}
+        for field in ("containers", "initContainers", "ephemeralContainers"):
+            for container in spec.get(field) or []:
+                _canonical_resources(container.get("resources"))
+        _canonical_resources(spec.get("resources"))
+        _canonical_map(spec.get("overhead"))
+
+
+_MICRO_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(\.\d{6})?(.*)$")
+
+
+def micro_time(value: Any) -> str:
+    """A MicroTime as the server reads and writes it: six fractional digits required, stored
+    in UTC (``2031-05-06T07:08:09.000001Z``); anything else is its 400."""
+    text = str(value)
+    match = _MICRO_TIME.match(text)
+    if match is None or match[2] is None or not re.fullmatch(r"Z|[+-]\d{2}:\d{2}", match[3]):
+        rest = text if match is None else text[len(match[1]) :]
+        wanted = "2006" if match is None else ".000000" if match[2] is None else "Z07:00"
+        rest = rest if match is None or match[2] is None else match[3]
+        raise StatusError(
+            400, f'parsing time "{text}" as "{MICRO_TIME}": cannot parse "{rest}" as "{wanted}"'
+        )
+    stamp = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _canonical_resources(resources: Any) -> None:
+    if isinstance(resources, dict):
+        for section in ("requests", "limits"):
+            _canonical_map(resources.get(section))
+
+
+def _canonical_map(quantities: Any) -> dict[str, str]:
+    """Rewrite a resource map's quantities in place in their canonical form; the map."""
+    if not isinstance(quantities, dict):
+        return {}
+    for name, value in quantities.items():
+        quantities[name] = canonical_quantity(value)
+    return quantities
+
+
+def _node_quantity_problems(path: str, name: str, value: str) -> list[str]:
+    """ValidateResourceQuantityValue: not negative, and whole for an extended resource (a
+    name with a domain other than kubernetes.io)."""
+    amount = parse_quantity(value)
+    problems = []
+    if amount < 0:
+        problems.append(f'{path}: Invalid value: "{value}": must be greater than or equal to 0')
+    extended = "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+    if extended and amount != amount.to_integral_value():
+        problems.append(f'{path}: Invalid value: "{value}": must be an integer')
+    return problems
+
+
+_QUANTITY = re.compile(
+    r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE]|)$"
+)
+_DECIMAL_SUFFIXES = {
+    -9: "n",
+    -6: "u",
+    -3: "m",
+    0: "",
+    3: "k",
+    6: "M",
+    9: "G",
+    12: "T",
+    15: "P",
+    18: "E",
+}
+_BINARY_SUFFIXES = {0: "", 1: "Ki", 2: "Mi", 3: "Gi", 4: "Ti", 5: "Pi", 6: "Ei"}
+
+
+def canonical_quantity(value: Any) -> str:
+    """A quantity as the API server stores and returns it (resource.Quantity's
+    ``CanonicalizeBytes``): "3000m" → "3", "1048576Ki" → "1Gi", "1000" → "1k", "0.5Gi" →
+    "512Mi", "1500m" stays. The suffix family (decimal, binary, exponent) is kept, the number
+    written with the largest suffix that keeps it whole. A string that is no quantity is the
+    server's 400."""
+    text = str(value).strip()
+    match = _QUANTITY.match(text)
+    if match is None:
+        raise StatusError(
+            400,
+            "quantities must match the regular expression "
+            "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+        )
+    amount, suffix = parse_quantity(text), match[2]
+    if amount == 0:
+        return "0"
+    exponent_form = len(suffix) > 1 and suffix[0] in "eE"  # "E" alone is exa
+    if suffix.endswith("i") and abs(amount) >= 1024 and amount == amount.to_integral_value():
+        whole, power = int(amount), 0
+        while whole % 1024 == 0 and power < 6:
+            whole, power = whole // 1024, power + 1
+        return f"{whole}{_BINARY_SUFFIXES[power]}"
+    # decimal: the mantissa without trailing zeros, the exponent brought down to a multiple of 3
+    sign, digits, exponent = amount.normalize().as_tuple()
+    assert isinstance(exponent, int)
+    mantissa = int("".join(map(str, digits)))
+    while exponent % 3:
+        mantissa, exponent = mantissa * 10, exponent - 1
+    number = f"{'-' if sign else ''}{mantissa}"
+    if exponent_form:
+        return number if exponent == 0 else f"{number}e{exponent}"
+    if exponent in _DECIMAL_SUFFIXES:
+        return f"{number}{_DECIMAL_SUFFIXES[exponent]}"
+    return f"{number}e{exponent}"
 
 
 # -- selectors ---------------------------------------------------------------------------------
@@ -911,6 +1192,22 @@ def _parse_fields(selector: str) -> list[tuple[str, str, str]]:
             raise StatusError(400, f"invalid field selector: {term!r}")
         terms.append((match[1], "!=" if match[2] == "!=" else "=", match[3]))
     return terms
+
+
+def _field_terms(kind: Kind, terms: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """The terms with the paths they select on; a field the kind does not index is the
+    server's 400, worded as the kind's field label conversion words it."""
+    supported = FIELDS.get(kind.kind, _DEFAULT_FIELDS) if not kind.custom else _DEFAULT_FIELDS
+    for path, _, _ in terms:
+        if path in supported:
+            continue
+        if kind.custom or kind.kind in FIELDS:
+            raise StatusError(400, f"field label not supported: {path}")
+        raise StatusError(
+            400,
+            f'"{path}" is not a known field selector: only "metadata.name", "metadata.namespace"',
+        )
+    return [(_FIELD_ALIASES.get((kind.kind, path), path), op, v) for path, op, v in terms]
 
 
 def _matches(

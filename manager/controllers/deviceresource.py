@@ -4,9 +4,10 @@ plugin of the noderesource controller publishes them (only healthy GPUs count).
 
 One key per node, looked at again when the Node or its Device changes. The rule is
 koordapi.device.gpu_node_resources; this module reads the caches and, when the Node's status
-differs, sends one merge patch to its status: the values, or null for each (removing them) when
-the node has no Device or no healthy GPU. A Node the manager never gave GPU resources and that
-has no Device gets no write at all.
+differs (by value: the server stores quantities in their canonical form), sends one merge patch
+to its status: the values, or null for each (removing them) when the node has no Device or no
+healthy GPU. A Node the manager never gave GPU resources and that has no Device gets no write
+at all.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 from lightkube.resources.core_v1 import Node
 
 from koordapi.device import GPU_NODE_RESOURCES, gpu_node_resources
+from koordapi.errors import QuantityError
+from koordapi.quantity import parse_quantity
 from koordkube.client import KubeApi
 from koordkube.errors import NotFound
 from manager.controllers.state import ClusterState
@@ -35,10 +38,22 @@ def device_resources_patch(
     wanted = gpu_node_resources(device) or {}
     status = node.get("status") or {}
     current = [status.get(section) or {} for section in ("allocatable", "capacity")]
-    if all(c.get(name) == wanted.get(name) for c in current for name in GPU_NODE_RESOURCES):
+    if all(same_quantity(c.get(n), wanted.get(n)) for c in current for n in GPU_NODE_RESOURCES):
         return None
     entries = {name: wanted.get(name) for name in GPU_NODE_RESOURCES}
     return {"status": {"allocatable": entries, "capacity": dict(entries)}}
+
+
+def same_quantity(stored: Any, wanted: str | None) -> bool:
+    """Whether the Node already holds ``wanted``, by value: the API server stores quantities
+    in their canonical form (ten GPUs' "1000" gpu-core reads back as "1k"), so comparing the
+    text would write the same values again on every look at the node."""
+    if stored is None or wanted is None:
+        return stored is None and wanted is None
+    try:
+        return parse_quantity(stored) == parse_quantity(wanted)
+    except QuantityError:  # not a quantity on the node: write ours
+        return False
 
 
 class DeviceResourceController:

@@ -17,10 +17,12 @@ import httpx2
 import pytest
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config.models import Cluster, User
+from lightkube.resources.core_v1 import Pod
 
+from koordkube import errors
 from koordkube.client import KubeApi, build_client, in_cluster_config
-from koordkube.eviction import EvictionAPI, EvictionResult
-from tests.fakekube import FakeKubeAPI
+from koordkube.eviction import EVICTION_TIMEOUT, EvictionAPI, EvictionResult, eviction_body
+from tests.fakekube import EVICTION_RETRY_SECONDS, FakeKubeAPI
 
 
 @dataclass
@@ -248,6 +250,7 @@ def test_eviction_outcomes_started_blocked_and_gone() -> None:
         fake.seed(a_pod("a"), a_pod("b"), a_pod("c"))
         uids = {n: fake.get("Pod", n, "jobs")["metadata"]["uid"] for n in "abc"}  # type: ignore[index]
         fake.blocked_evictions.add("jobs/b")
+        fake.eviction_retry_seconds = 0.05  # c's refusal, without the real server's 10 s
         eviction = EvictionAPI(fake.kube_api())
         eviction.bind(asyncio.get_running_loop())
         # The QoS manager calls from a worker thread while the loop serves the client.
@@ -272,6 +275,31 @@ def test_eviction_outcomes_started_blocked_and_gone() -> None:
         EvictionResult.GONE,
     ]
     assert "disruption budget" in results[1][1]
+
+
+def test_a_replaced_pod_reads_as_gone_though_the_server_answers_after_the_clients_timeout() -> None:
+    """A real API server retries an eviction whose UID precondition fails for about ten
+    seconds before it answers 409 (fakekube.EVICTION_RETRY_SECONDS, from the cluster tier):
+    longer than a client's usual timeout. The eviction waits for the answer. Scaled down
+    here: a client that gives up after 0.2 s, an answer after 0.5 s."""
+
+    async def scenario() -> tuple[type[Exception], tuple[EvictionResult, str]]:
+        fake = FakeKubeAPI()
+        fake.seed(a_pod("c"))
+        fake.eviction_retry_seconds = 0.5
+        kube = KubeApi(fake.client(timeout=0.2))
+        body = eviction_body("jobs", "c", "another-pods-uid")
+        with pytest.raises(errors.TransportError) as plain:  # the client's own timeout
+            await kube.create_subresource(Pod, "c", "eviction", body, namespace="jobs")
+        outcome = await EvictionAPI(kube, timeout=2).evict_async("jobs", "c", "another-pods-uid")
+        return type(plain.value), outcome
+
+    plain, (result, detail) = asyncio.run(scenario())
+    assert plain is errors.TransportError
+    assert result is EvictionResult.GONE, detail
+    assert "does not match the UID in record" in detail
+    # the product's wait outlasts the real server's retries, with room to spare
+    assert EVICTION_TIMEOUT > 2 * EVICTION_RETRY_SECONDS
 
 
 def test_a_server_error_on_the_fake_is_a_failure_with_its_status() -> None:

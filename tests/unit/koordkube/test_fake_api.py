@@ -16,7 +16,7 @@ from lightkube.types import PatchType
 from koordkube import errors
 from koordkube.client import KubeApi
 from koordkube.resources import NodeMetric
-from tests.fakekube import FakeKubeAPI
+from tests.fakekube import FakeKubeAPI, canonical_quantity
 from tests.unit.koordkube.fakes import node, pod, run
 
 
@@ -164,7 +164,8 @@ def test_the_main_resource_ignores_status_and_the_status_subresource_only_change
             {"status": {"allocatable": {"kubernetes.io/batch-cpu": "2000"}}, "spec": {"x": 1}},
             subresource="status",
         )
-        assert patched["status"]["allocatable"] == {"cpu": "8", "kubernetes.io/batch-cpu": "2000"}
+        # stored in the canonical form, as the real server does ("2000" → "2k")
+        assert patched["status"]["allocatable"] == {"cpu": "8", "kubernetes.io/batch-cpu": "2k"}
         assert patched["spec"] == {"unschedulable": True}
         assert fake.calls("update", r"/nodes/n1/status$")[0].body["status"] == {
             "allocatable": {"cpu": "8"}
@@ -513,3 +514,71 @@ def test_json_patch_moves_and_copies_and_indexes_lists() -> None:
         assert isinstance(exc.value, errors.Invalid) and exc.value.code == 422
 
     run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("written", "stored"),
+    [
+        pytest.param("3000m", "3", id="whole-milli"),
+        pytest.param("2500m", "2500m", id="fraction-milli"),
+        pytest.param("0.5", "500m", id="decimal-point"),
+        pytest.param("1000", "1k", id="thousand"),
+        pytest.param("37000", "37k", id="batch-milli-cores"),
+        pytest.param("1500000", "1500k", id="not-a-multiple-of-three"),
+        pytest.param("999", "999", id="plain"),
+        pytest.param("1048576Ki", "1Gi", id="binary-up"),
+        pytest.param("0.5Gi", "512Mi", id="binary-fraction"),
+        pytest.param("1.5Ki", "1536", id="binary-not-whole-kibibytes"),
+        pytest.param("0.5Ki", "512", id="binary-under-1024"),
+        pytest.param("1.5G", "1500M", id="decimal-suffix"),
+        pytest.param("1E", "1E", id="exa"),
+        pytest.param("1.5e3", "1500", id="exponent-whole"),
+        pytest.param("12e-3", "12e-3", id="exponent"),
+        pytest.param("-1000", "-1k", id="negative"),
+        pytest.param("0Gi", "0", id="zero"),
+    ],
+)
+def test_quantities_are_stored_in_their_canonical_form(written: str, stored: str) -> None:
+    assert canonical_quantity(written) == stored
+
+
+def test_field_selectors_the_kind_does_not_index_are_refused_as_the_server_words_it() -> None:
+    async def scenario() -> dict[str, str]:
+        fake = FakeKubeAPI()
+        kube = fake.kube_api()
+        messages = {}
+        cases: list[tuple[Any, str]] = [
+            (Node, "metadata.namespace="),
+            (NodeMetric, "spec.x=1"),
+            (ConfigMap, "data.v=1"),
+        ]
+        for res, selector in cases:
+            with pytest.raises(errors.KubeError) as exc:
+                await kube.list(res, fields=selector)
+            assert exc.value.code == 400
+            messages[res.__name__] = str(exc.value)
+        return messages
+
+    assert run(scenario()) == {
+        "Node": "field label not supported: metadata.namespace",
+        "NodeMetric": "field label not supported: spec.x",
+        "ConfigMap": '"data.v" is not a known field selector: only "metadata.name", '
+        '"metadata.namespace"',
+    }
+
+
+def test_a_lease_micro_time_needs_six_digits_and_is_stored_in_utc() -> None:
+    async def scenario() -> tuple[dict[str, Any], str]:
+        fake = FakeKubeAPI()
+        kube = fake.kube_api()
+        spec = {"holderIdentity": "h", "renewTime": "2031-05-06T07:08:09.123456+02:00"}
+        lease = {"metadata": {"name": "l", "namespace": "ns"}, "spec": spec}
+        created = await kube.create(Lease, lease)
+        lease["metadata"]["name"], spec["renewTime"] = "m", "2031-05-06T07:08:09Z"
+        with pytest.raises(errors.KubeError) as exc:
+            await kube.create(Lease, lease)
+        return created["spec"], str(exc.value)
+
+    spec, refusal = run(scenario())
+    assert spec["renewTime"] == "2031-05-06T05:08:09.123456Z"
+    assert refusal.endswith('cannot parse "Z" as ".000000"')

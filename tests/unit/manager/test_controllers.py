@@ -89,7 +89,8 @@ def test_batch_resources_are_published_with_their_explanation() -> None:
             await until(lambda: keys.BATCH_CPU in node_status(api).get("allocatable", {}))
         status = node_status(api)
         for section in ("allocatable", "capacity"):
-            assert status[section][keys.BATCH_CPU] == "37000"
+            # the 37000 milli-cores written, as the API server stores them
+            assert status[section][keys.BATCH_CPU] == "37k"
             assert status[section][keys.BATCH_MEMORY] == "98Gi"
         node = api.get("Node", "node-1")
         assert node is not None
@@ -101,7 +102,7 @@ def test_batch_resources_are_published_with_their_explanation() -> None:
         # What `koordctl explain node node-1` prints from that node.
         shown = render_node_explanation(node).splitlines()
         assert shown[0] == "node node-1"
-        assert f"  {keys.BATCH_CPU}: 37000" in shown
+        assert f"  {keys.BATCH_CPU}: 37k" in shown  # as the node holds it
         assert any(line.startswith(f"  {keys.BATCH_MEMORY} 98Gi = ") for line in shown)
 
     run(scenario())
@@ -161,7 +162,7 @@ def test_configmap_changes_reach_every_node_and_invalid_keys_keep_the_last_good(
             before = len(api.calls("patch", STATUS_PATH))
             await edit_config(api, {"colocation-config": "{not json"})
             await until(lambda: manager.state.colocation_error != "")
-            assert node_status(api)["allocatable"][keys.BATCH_CPU] == "37000"
+            assert node_status(api)["allocatable"][keys.BATCH_CPU] == "37k"
             # A broken NodeSLO key: a Warning event on the ConfigMap, the NodeSLO keeps it.
             await edit_config(
                 api,
@@ -254,15 +255,15 @@ def test_a_smoothing_window_holds_back_a_rise_of_batch_resources() -> None:
     async def scenario() -> None:
         async with running(api, leader_elect=False) as manager:
             await until(lambda: keys.BATCH_CPU in node_status(api).get("allocatable", {}))
-            assert node_status(api)["allocatable"][keys.BATCH_CPU] == "37000"
+            assert node_status(api)["allocatable"][keys.BATCH_CPU] == "37k"
             # 70 % reclaimable instead of 60 %: 10 more cores of batch-cpu, computed and held back
             raised = {"enable": True, "batchResourceSmoothingWindowSeconds": 3600}
             raised["cpuReclaimThresholdPercent"] = 70
             await edit_config(api, {"colocation-config": json.dumps(raised)})
             smoother = manager.node_resource.smoother
             await until(lambda: 47000 in smoother.values("node-1", keys.BATCH_CPU))
-            # one more pass, awaited to its end: a write of 47000 would be seen below
+            # one more pass, awaited to its end: a write of 47000 ("47k") would be seen below
             await manager.node_resource.reconcile("node-1")
-            assert node_status(api)["allocatable"][keys.BATCH_CPU] == "37000"
+            assert node_status(api)["allocatable"][keys.BATCH_CPU] == "37k"
 
     run(scenario())

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lightkube.resources.core_v1 import Node
+
 from koordapi import keys
 from koordapi.device import GPUInfo, build_device
 from manager.controllers.deviceresource import device_resources_patch
@@ -46,6 +48,25 @@ def test_a_node_that_already_says_so_gets_no_write_and_a_lost_gpu_removes_them()
     assert set(removed["status"]["allocatable"].values()) == {None}  # null: deleted by merge
     # no Device and no GPU resources: nothing to write
     assert device_resources_patch({"status": {"allocatable": {"cpu": "8"}}}, None) is None
+
+
+def test_values_the_server_stored_in_canonical_form_need_no_second_write() -> None:
+    """Ten GPUs make gpu-core 1000, which the API server stores as "1k": read back, the node
+    already says so (compared as text, every look at the node wrote it again)."""
+
+    async def scenario() -> dict[str, Any]:
+        api = FakeKubeAPI()
+        kube = api.kube_api()
+        await kube.create(Node, {"metadata": {"name": "node-1"}})
+        patch = device_resources_patch({"status": {}}, device(*[True] * 10))
+        assert patch is not None and patch["status"]["allocatable"][keys.GPU_CORE] == "1000"
+        return await kube.patch(Node, "node-1", patch, subresource="status")
+
+    stored = run(scenario())
+    assert stored["status"]["allocatable"][keys.GPU_CORE] == "1k"
+    assert stored["status"]["capacity"][keys.GPU_MEMORY] == "800Gi"
+    assert device_resources_patch(stored, device(*[True] * 10)) is None
+    assert device_resources_patch(stored, device(*[True] * 9)) is not None
 
 
 def test_the_manager_publishes_and_withdraws_them() -> None:

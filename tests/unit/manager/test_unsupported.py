@@ -295,7 +295,7 @@ def test_the_running_manager_reports_a_refused_key_and_still_publishes_batch() -
             metrics = manager.metrics
             await until(lambda: keys.BATCH_CPU in node_status(api).get("allocatable", {}))
             await until(lambda: sample(metrics, REPORTS, AMPLIFICATION) == 1)
-            assert node_status(api)["allocatable"][keys.BATCH_CPU] == "37000"  # not amplified
+            assert node_status(api)["allocatable"][keys.BATCH_CPU] == "37k"  # not amplified
             assert keys.ANNOTATION_NODE_RAW_ALLOCATABLE not in (
                 (api.get("Node", "node-1") or {}).get("metadata", {}).get("annotations", {})
             )

@@ -40,6 +40,7 @@ def test_the_backend_answers_started_blocked_and_gone() -> None:
         fake = FakeKubeAPI()
         fake.seed(pod("a", "uid-a"), pod("b", "uid-b"), pod("c", "an-older-c"))
         fake.blocked_evictions.add("default/b")
+        fake.eviction_retry_seconds = 0.05  # c's refusal, without the real server's 10 s
         eviction = EvictionAPI(fake.kube_api())
         eviction.bind(asyncio.get_running_loop())
         backend = EvictByAPI(eviction)
