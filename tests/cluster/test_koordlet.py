@@ -131,13 +131,7 @@ def evictions_by_koordlet(cluster: Cluster, pod: str) -> list[dict[str, Any]]:
 def test_memory_eviction_evicts_be_pods_through_the_eviction_api(
     cluster: Cluster, threshold_config: Callable[..., None]
 ) -> None:
-    cluster.apply(workload.PROFILE)
-    cluster.apply(workload.be_pod("memhog"))
-    pod = cluster.wait_for(
-        "the BE pod running",
-        lambda: workload.running_pod(cluster, workload.BATCH_NAMESPACE, "memhog"),
-        timeout=120,
-    )
+    pod = workload.start_be_pod(cluster, "memhog")
     uid = pod["metadata"]["uid"]
     assert pod["metadata"]["labels"]["koordinator.sh/qosClass"] == "BE"
     # This machine's memory in use is a few percent of it: 1 % puts the node past the
@@ -189,13 +183,7 @@ def test_koordlet_without_the_right_to_write_its_nodemetric_says_so_and_keeps_ap
             assert "WARNING" in line[0], line
             written = update_time(cluster)  # the last report that got through
             # Its other work goes on: a new BE pod gets its batch values through NRI.
-            cluster.apply(workload.PROFILE)
-            cluster.apply(workload.be_pod("still-served"))
-            pod = cluster.wait_for(
-                "the BE pod running",
-                lambda: workload.running_pod(cluster, workload.BATCH_NAMESPACE, "still-served"),
-                timeout=120,
-            )
+            pod = workload.start_be_pod(cluster, "still-served")
             assert workload.be_cgroup_values(pod) == workload.BE_VALUES
             assert update_time(cluster) == written
         finally:
@@ -204,4 +192,4 @@ def test_koordlet_without_the_right_to_write_its_nodemetric_says_so_and_keeps_ap
     next_update(cluster, written)
     assert f"NodeMetric {NODE_NAME} status written again" in koordlet_log(cluster)
     assert koordlet_restarts(cluster) == restarts
-    cluster.kubectl("delete", "pod", "-n", workload.BATCH_NAMESPACE, "still-served", "--wait=false")
+    workload.delete_be_pod(cluster, "still-served")

@@ -134,14 +134,6 @@ def test_after_an_api_server_restart_on_a_compacted_etcd_every_component_carries
     change_suppress_policy(cluster, "cpuset")
     cluster.wait_for("the besteffort quota unlimited", lambda: int(BE_QUOTA.read_text()) == -1, 60)
     # ...and a BE pod is admitted, placed through the extender and given its batch values.
-    cluster.apply(workload.PROFILE)
-    cluster.apply(workload.be_pod("after-restart"))
-    pod = cluster.wait_for(
-        "the BE pod running",
-        lambda: workload.running_pod(cluster, workload.BATCH_NAMESPACE, "after-restart"),
-        timeout=120,
-    )
+    pod = workload.start_be_pod(cluster, "after-restart")
     assert workload.be_cgroup_values(pod) == workload.BE_VALUES
-    cluster.kubectl(
-        "delete", "pod", "-n", workload.BATCH_NAMESPACE, "after-restart", "--wait=false"
-    )
+    workload.delete_be_pod(cluster, "after-restart")

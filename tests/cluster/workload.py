@@ -115,6 +115,19 @@ spec:
 """
 
 
+def start_be_pod(cluster: Cluster, name: str) -> dict[str, Any]:
+    """Create ``be_pod(name)`` (with the profile that makes it BE) and return it running."""
+    cluster.apply(PROFILE)
+    cluster.apply(be_pod(name))
+    return cluster.wait_for(
+        f"BE pod {name} running", lambda: running_pod(cluster, BATCH_NAMESPACE, name), 120
+    )
+
+
+def delete_be_pod(cluster: Cluster, name: str) -> None:
+    cluster.kubectl("delete", "pod", "-n", BATCH_NAMESPACE, name, "--wait=false")
+
+
 def running_pod(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
     pod: dict[str, Any] = cluster.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
     return pod if container_id(pod) else None
