@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from descheduler.selectors import set_requirement_matches
 from koordapi.pod import pod_requests as _two_requests
 
 # Taint effects NodeFit looks at (PreferNoSchedule is only a preference)
@@ -109,16 +110,9 @@ class Requirement:
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """labels.Requirement.Matches."""
-        present = self.key in labels
-        if self.operator == "In":
-            return present and labels[self.key] in self.values
-        if self.operator == "NotIn":
-            return not present or labels[self.key] not in self.values
-        if self.operator == "Exists":
-            return present
-        if self.operator == "DoesNotExist":
-            return not present
-        if not present:  # Gt, Lt: the label must hold an integer
+        if self.operator not in ("Gt", "Lt"):
+            return set_requirement_matches(labels, self.key, self.operator, self.values)
+        if self.key not in labels:  # Gt, Lt: the label must hold an integer
             return False
         try:
             have = int(labels[self.key])

@@ -8,13 +8,27 @@ metav1.LabelSelectorAsSelector does (what it refuses raises ArgsError).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from descheduler.fields import ArgsError, check_keys, json_list, json_object
 
 _OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def set_requirement_matches(
+    labels: Mapping[str, str], key: str, operator: str, values: Collection[str]
+) -> bool:
+    """labels.Requirement.Matches for the set-based operators (``_OPERATORS``)."""
+    present = key in labels
+    if operator == "In":
+        return present and labels[key] in values
+    if operator == "NotIn":
+        return not present or labels[key] not in values
+    if operator == "Exists":
+        return present
+    return not present  # DoesNotExist
 
 
 @dataclass(frozen=True)
@@ -29,17 +43,10 @@ class LabelSelector:
         for key, wanted in self.match_labels.items():
             if labels.get(key) != wanted:
                 return False
-        for key, operator, values in self.expressions:
-            present = key in labels
-            if operator == "In" and not (present and labels[key] in values):
-                return False
-            if operator == "NotIn" and present and labels[key] in values:
-                return False
-            if operator == "Exists" and not present:
-                return False
-            if operator == "DoesNotExist" and present:
-                return False
-        return True
+        return all(
+            set_requirement_matches(labels, key, operator, values)
+            for key, operator, values in self.expressions
+        )
 
     @classmethod
     def parse(cls, value: Any, where: str) -> LabelSelector:
