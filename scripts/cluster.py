@@ -66,11 +66,7 @@ def up() -> int:
         say(f"  {line}")
     say()
 
-    for manifest in (workload.PROFILE, workload.LS_DEPLOYMENT, workload.BATCH_JOB):
-        cluster.apply(manifest)
-    job = cluster.wait_for(
-        "the batch Job's pod running", lambda: workload.running_job_pod(cluster), 180
-    )
+    job = workload.run_colocated_workload(cluster)
     web = cluster.wait_for("the web pod running", lambda: running_web(cluster), 180)
     say(f"{'POD':34} {'QOS':4} {'SCHEDULER':16} {'NODE':11} PLACED")
     for pod in (web, job):

@@ -47,41 +47,5 @@ def test_koordlet_reports_a_nodemetric_and_koord_manager_publishes_batch_resourc
 def test_a_batch_job_is_admitted_placed_through_the_extender_and_gets_batch_cgroup_values(
     cluster: Cluster,
 ) -> None:
-    cluster.wait_for("batch resources on the Node", lambda: workload.batch_node(cluster), 180)
-    cluster.apply(workload.PROFILE)
-    cluster.apply(workload.LS_DEPLOYMENT)
-    cluster.apply(workload.BATCH_JOB)
-
-    pod = cluster.wait_for(
-        "the batch Job's pod running", lambda: workload.running_job_pod(cluster), timeout=180
-    )
-    spec = pod["spec"]
-    # koord-manager's mutating webhook, called by the API server, applied the profile.
-    assert pod["metadata"]["labels"]["koordinator.sh/qosClass"] == "BE"
-    assert spec["priorityClassName"] == "koord-batch"
-    assert spec["schedulerName"] == "koord-scheduler"
-    resources = spec["containers"][0]["resources"]
-    assert resources["requests"][BATCH_CPU] == str(workload.BATCH_CPU_REQUEST)
-    assert resources["limits"][BATCH_CPU] == str(workload.BATCH_CPU_LIMIT)
-    assert "cpu" not in resources["requests"] and "memory" not in resources["limits"]
-    assert pod["status"]["qosClass"] == "BestEffort"
-
-    # Placed by the chart's kube-scheduler (profile koord-scheduler), bound by the extender.
-    assert spec["nodeName"] == NODE_NAME
-    event = cluster.wait_for(
-        "the pod's Scheduled event", lambda: workload.scheduled_event(cluster, pod)
-    )
-    assert workload.reporter(event) == "koord-scheduler", event
-    bound = cluster.wait_for(
-        "the extender's bind audit line",
-        lambda: [
-            line
-            for line in workload.bind_lines(cluster, pod)
-            if "kind=bound" in line and f"value={NODE_NAME} " in line
-        ],
-        timeout=30,
-    )
-    assert len(bound) == 1, bound
-
-    # koordlet's hooks (over NRI) gave the container its batch values.
-    assert workload.be_cgroup_values(pod) == workload.BE_VALUES
+    pod = workload.run_colocated_workload(cluster)
+    workload.assert_colocated(cluster, pod)

@@ -189,3 +189,57 @@ def bind_lines(cluster: Cluster, pod: dict[str, Any]) -> list[str]:
         "--tail=-1", "--prefix=false", check=False,
     )  # fmt: skip
     return [line for line in logs.splitlines() if "extender bind" in line and target in line]
+
+
+def run_colocated_workload(cluster: Cluster) -> dict[str, Any]:
+    """Start the co-located workload (profile, LS Deployment, batch Job) once the Node has
+    batch resources; the Job's pod, running."""
+    cluster.wait_for("batch resources on the Node", lambda: batch_node(cluster), 180)
+    for manifest in (PROFILE, LS_DEPLOYMENT, BATCH_JOB):
+        cluster.apply(manifest)
+    return cluster.wait_for("the batch Job's pod running", lambda: running_job_pod(cluster), 180)
+
+
+def assert_colocated(cluster: Cluster, pod: dict[str, Any]) -> None:
+    """What the whole chain gave the batch Job's running pod: koord-manager's webhook applied
+    the profile, the chart's kube-scheduler placed it through the extender, which bound it,
+    and koordlet's hooks (over NRI) gave its container the batch values."""
+    spec = pod["spec"]
+    assert pod["metadata"]["labels"]["koordinator.sh/qosClass"] == "BE"
+    assert spec["priorityClassName"] == "koord-batch"
+    assert spec["schedulerName"] == "koord-scheduler"
+    resources = spec["containers"][0]["resources"]
+    assert resources["requests"][BATCH_CPU] == str(BATCH_CPU_REQUEST)
+    assert resources["limits"][BATCH_CPU] == str(BATCH_CPU_LIMIT)
+    assert "cpu" not in resources["requests"] and "memory" not in resources["limits"]
+    assert pod["status"]["qosClass"] == "BestEffort"
+
+    assert spec["nodeName"] == NODE_NAME
+    event = cluster.wait_for("the pod's Scheduled event", lambda: scheduled_event(cluster, pod))
+    assert reporter(event) == "koord-scheduler", event
+    bound = cluster.wait_for(
+        "the extender's bind audit line",
+        lambda: [
+            line
+            for line in bind_lines(cluster, pod)
+            if "kind=bound" in line and f"value={NODE_NAME} " in line
+        ],
+        timeout=30,
+    )
+    assert len(bound) == 1, bound
+    assert be_cgroup_values(pod) == BE_VALUES
+
+
+def remove_colocated_workload(cluster: Cluster) -> None:
+    """Delete the Job and the LS Deployment and wait for their pods to go."""
+    for kind, namespace, name in (("job", BATCH_NAMESPACE, JOB), ("deployment", "default", WEB)):
+        cluster.kubectl(
+            "delete", kind, "-n", namespace, name, "--cascade=foreground", "--ignore-not-found"
+        )
+
+    def gone() -> bool:
+        batch = cluster.get(f"/api/v1/namespaces/{BATCH_NAMESPACE}/pods")["items"]
+        web = cluster.get("/api/v1/namespaces/default/pods?labelSelector=app%3D" + WEB)["items"]
+        return job_pod(batch) is None and not web
+
+    cluster.wait_for("the workload's pods gone", gone, timeout=120)
