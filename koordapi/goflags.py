@@ -61,10 +61,12 @@ KLOG: Mapping[str, Ignored] = {
 
 @dataclass
 class Translated:
-    """``argv`` for argparse, and one note per ignored flag (to log once logging is set up)."""
+    """``argv`` for argparse, and one note per ignored flag (to log once logging is set up);
+    ``ignored``: the same flags by name, with why (for a command that names them its own way)."""
 
     argv: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    ignored: dict[str, str] = field(default_factory=dict)
 
 
 def _go_bool(text: str) -> str | None:
@@ -117,6 +119,7 @@ def translate(
             if name not in noted:
                 noted.add(name)
                 out.notes.append(f"ignored --{name}: {why.why}")
+                out.ignored[name] = why.why
             continue
         setting = known.get(name)
         if setting is None or len(name) == 1:

@@ -78,6 +78,9 @@ def test_ignored_flags_take_their_value_with_them_and_are_noted_once() -> None:
         "(--log-level sets the level)",
         "ignored --vmodule: no per-file verbosity; --log-level is for the whole daemon",
     ]
+    # the same flags by name, in the order given, each once
+    assert list(out.ignored) == [n.split(":")[0].removeprefix("ignored --") for n in out.notes]
+    assert out.ignored["runtime-hooks-addr"] == "no proxy here"
 
 
 @pytest.mark.parametrize(
