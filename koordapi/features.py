@@ -129,46 +129,97 @@ def parse_gates(text: str, known: Mapping[str, object]) -> dict[str, bool]:
     return overrides
 
 
+@dataclass(frozen=True)
+class ManagerGate:
+    """One of koord-manager's gates: Koordinator's default and stage, and what it does here.
+
+    ``unfollowed`` says why setting the gate changes nothing here (None: it is followed);
+    such a gate behaves as if it were ``here``, so it is said only when its state differs.
+    """
+
+    default: bool
+    beta: bool  # Koordinator's PreRelease: Beta (AllBeta sets it) or Alpha (AllAlpha)
+    unfollowed: str | None = None
+    here: bool = False
+
+
 _QUOTA = "no ElasticQuota here"
-_WEBHOOKS = "the chart's webhook configurations decide which webhooks are called"
-# koord-manager's gates in Koordinator v1.8 (pkg/features/features.go: its own, the
-# descheduler's and the transformers'), each with why this manager does not follow it: the
-# manager accepts them all so that its Deployment starts unchanged, and says at start-up which
-# ones it was given.
-MANAGER_GATES: Mapping[str, str] = {
-    "PodMutatingWebhook": _WEBHOOKS,
-    "PodValidatingWebhook": _WEBHOOKS,
-    "ConfigMapValidatingWebhook": _WEBHOOKS,
-    "WebhookFramework": _WEBHOOKS,
-    "NodeMutatingWebhook": "no Node webhooks here",
-    "NodeValidatingWebhook": "no Node webhooks here",
-    "ReservationMutatingWebhook": "no Reservation here",
-    "ElasticQuotaMutatingWebhook": _QUOTA,
-    "ElasticQuotaValidatingWebhook": _QUOTA,
-    "MultiQuotaTree": _QUOTA,
-    "ElasticQuotaIgnorePodOverhead": _QUOTA,
-    "ElasticQuotaGuaranteeUsage": _QUOTA,
-    "ElasticQuotaEnableUpdateResourceKey": _QUOTA,
-    "ElasticQuotaEvaluationTransformPod": _QUOTA,
-    "DisableDefaultQuota": _QUOTA,
-    "SupportParentQuotaSubmitPod": _QUOTA,
-    "EnableQuotaAdmission": _QUOTA,
-    "ColocationProfileSkipMutatingResources": "profiles always set batch resources",
-    "ColocationProfileSkipValidatingPriority": "the priority is always validated",
-    "ColocationProfileController": "profiles apply at admission only",
-    "EnableSyncGPUSharedResource": "no GPU sharing here",
-    "ValidatePodDeviceResource": "no device resources are validated",
-    "EnablePodEnhancedValidator": "no pod enhanced validator",
-    "DisablePVCReservation": "no descheduler here",
-    "PriorityTransformer": "no scheduler transformers here",
-    "PreemptionPolicyTransformer": "no scheduler transformers here",
-    "ReplaceResourcesTransformer": "no scheduler transformers here",
+_NO_TRANSFORMERS = "no scheduler transformers here"
+
+
+def _served(path: str) -> str:
+    return (
+        f"{path} is served whenever the webhook configuration names it (Koordinator's chart "
+        "names it only while this gate is on)"
+    )
+
+
+# koord-manager's gates in Koordinator v1.8, names, defaults and stages: those its gate
+# registers (pkg/features/features.go: defaultFeatureGates, defaultDeschedulerFeatureGates,
+# transformerFeatureGates); the scheduler's own (scheduler_features.go, on Kubernetes' gate)
+# are not among them and are refused as Koordinator's manager refuses them. The manager
+# accepts them all so that its Deployment starts unchanged, and says which ones it was given
+# that it does not follow (manager.cli).
+MANAGER_GATES: Mapping[str, ManagerGate] = {
+    "PodMutatingWebhook": ManagerGate(True, True, _served("/mutate-pod"), here=True),
+    "PodValidatingWebhook": ManagerGate(True, True, _served("/validate-pod"), here=True),
+    "ElasticMutatingWebhook": ManagerGate(True, True, _QUOTA),
+    "ElasticValidatingWebhook": ManagerGate(True, True, _QUOTA),
+    "NodeMutatingWebhook": ManagerGate(False, False, "no Node webhooks here"),
+    "NodeValidatingWebhook": ManagerGate(False, False, "no Node webhooks here"),
+    "ConfigMapValidatingWebhook": ManagerGate(
+        False, False, _served("/validate-configmap"), here=True
+    ),
+    "ReservationMutatingWebhook": ManagerGate(False, False, "no Reservation here"),
+    # followed: off, no webhook server and no certificate (as --disable-webhooks)
+    "WebhookFramework": ManagerGate(True, True),
+    "ColocationProfileSkipMutatingResources": ManagerGate(
+        False, False, "profiles always set batch resources"
+    ),
+    "ColocationProfileSkipValidatingPriority": ManagerGate(
+        False, False, "the priority is always validated"
+    ),
+    "MultiQuotaTree": ManagerGate(False, False, _QUOTA),
+    "ElasticQuotaIgnorePodOverhead": ManagerGate(False, False, _QUOTA),
+    "ElasticQuotaGuaranteeUsage": ManagerGate(False, False, _QUOTA),
+    "ElasticQuotaEnableUpdateResourceKey": ManagerGate(False, False, _QUOTA),
+    "ElasticQuotaEvaluationTransformPod": ManagerGate(False, False, _QUOTA),
+    "DisableDefaultQuota": ManagerGate(False, False, _QUOTA),
+    "SupportParentQuotaSubmitPod": ManagerGate(False, False, _QUOTA),
+    "EnableQuotaAdmission": ManagerGate(False, False, _QUOTA),
+    "EnableSyncGPUSharedResource": ManagerGate(False, False, "no GPU sharing here"),
+    "ColocationProfileController": ManagerGate(False, False, "profiles apply at admission only"),
+    "ValidatePodDeviceResource": ManagerGate(False, False, "no device resources are validated"),
+    "EnablePodEnhancedValidator": ManagerGate(False, False, "no pod enhanced validator"),
+    "DisablePVCReservation": ManagerGate(False, True, "a descheduler gate; no descheduler here"),
+    "PriorityTransformer": ManagerGate(False, False, _NO_TRANSFORMERS),
+    "PreemptionPolicyTransformer": ManagerGate(False, False, _NO_TRANSFORMERS),
+    "ReplaceResourcesTransformer": ManagerGate(False, False, _NO_TRANSFORMERS),
 }
 
 
 def parse_manager_gates(text: str) -> dict[str, bool]:
     """koord-manager's --feature-gates (``MANAGER_GATES``' names)."""
     return parse_gates(text, MANAGER_GATES)
+
+
+def manager_gate_states(overrides: Mapping[str, bool]) -> dict[str, bool]:
+    """Each manager gate's state under ``overrides`` (a gate named wins over AllAlpha and
+    AllBeta, which set the gates of their stage, as Kubernetes' gates do)."""
+    states = {}
+    for name, gate in MANAGER_GATES.items():
+        stage = ALL_BETA if gate.beta else ALL_ALPHA
+        states[name] = overrides.get(name, overrides.get(stage, gate.default))
+    return states
+
+
+def manager_gates_unfollowed(overrides: Mapping[str, bool]) -> dict[str, str]:
+    """The gates whose state under ``overrides`` is not what this manager does, and why."""
+    return {
+        name: f"{name}={str(state).lower()}: {gate.unfollowed}"
+        for name, state in manager_gate_states(overrides).items()
+        if (gate := MANAGER_GATES[name]).unfollowed is not None and state != gate.here
+    }
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from koordapi.features import parse_manager_gates
+from koordapi.features import manager_gates_unfollowed, parse_manager_gates
 from koordapi.settings import flag
 from koordkube import ratelimit
 from koordkube.certkeeper import CertificateKeeper, webhook_names
@@ -149,8 +149,9 @@ class ManagerOptions:
         default_factory=dict,
         metadata=flag(
             "feature-gates",
-            "Koordinator's koord-manager gates, NAME=true|false,...; accepted, and said at "
-            "start-up where this manager does not follow them",
+            "Koordinator's koord-manager gates, NAME=true|false,... (AllAlpha, AllBeta); "
+            "WebhookFramework=false runs no webhooks, the others are accepted and said at "
+            "start-up where this manager does not do what they ask (the list: below)",
             parse=parse_manager_gates,
         ),
     )
@@ -237,10 +238,20 @@ class ManagerOptions:
 
 class Manager:
     def __init__(
-        self, api: KubeApi, options: ManagerOptions, *, clock: Callable[[], float] = time.time
+        self,
+        api: KubeApi,
+        options: ManagerOptions,
+        *,
+        clock: Callable[[], float] = time.time,
+        ignored_flags: Sequence[str] = (),
     ) -> None:
         self.api, self.options = api, options
         self.metrics = ManagerMetrics()
+        # Koordinator's gates and flags accepted and not followed (manager.cli says them)
+        for gate in manager_gates_unfollowed(options.feature_gates):
+            self.metrics.feature_gate_unimplemented.labels(gate).set(1)
+        for name in ignored_flags:
+            self.metrics.flag_unimplemented.labels(name).set(1)
         self.state = ClusterState(
             api,
             options.config_namespace,

@@ -1,6 +1,14 @@
-"""koord-manager's Prometheus metrics (served on --metrics-addr with /healthz)."""
+"""koord-manager's Prometheus metrics (served on --metrics-addr with /healthz).
+
+Koordinator's koord-manager series (pkg/slo-controller/metrics, pkg/webhook/metrics) are
+exported under its names, types and label names where the behaviour exists here, recorded
+where the same things happen (``KOORDINATOR_NOT_MEASURED`` says why the others are not);
+counters end in ``_total``, which the Python client adds. The ``koord_manager_*`` rest is ours.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from prometheus_client import (
     CollectorRegistry,
@@ -13,6 +21,19 @@ from prometheus_client import (
 # Koordinator's Go client exports no *_created series: neither do we (dashboards and recording
 # rules written for Koordinator see the same series).
 disable_created_metrics()  # type: ignore[no-untyped-call]
+
+SUCCEEDED, FAILED = "succeeded", "failed"  # Koordinator's status label values
+# Koordinator's koord-manager series that are not exported here, and why (the census in
+# docs/manager.md; tests/unit/manager/test_koordinator_metrics.py holds upstream's list).
+KOORDINATOR_NOT_MEASURED: Mapping[str, str] = {
+    "koord_manager_webhook_quota_shared_weight": "no ElasticQuota webhook here",
+}
+# Koordinator's webhook_duration_milliseconds buckets: ExponentialBuckets(0.001, 2, 20).
+WEBHOOK_MS_BUCKETS = tuple(0.001 * 2**i for i in range(20))
+
+
+def status(ok: bool) -> str:
+    return SUCCEEDED if ok else FAILED
 
 
 class ManagerMetrics:
@@ -55,6 +76,57 @@ class ManagerMetrics:
             "When the webhook serving certificate in use ends (0: not kept by koord-manager)",
             registry=self.registry,
         )
+        # -- Koordinator's series (pkg/slo-controller/metrics, pkg/webhook/metrics) ------------
+        self.node_resource_reconcile_count = Counter(
+            "slo_controller_node_resource_reconcile_count",
+            "the status count of reconciling node resource",
+            ["status", "reason"],
+            registry=self.registry,
+        )
+        self.nodemetric_reconcile_count = Counter(
+            "slo_controller_nodemetric_reconcile_count",
+            "the status count of reconciling NodeMetric",
+            ["status", "reason"],
+            registry=self.registry,
+        )
+        self.nodemetric_spec_parse_count = Counter(
+            "slo_controller_nodemetric_spec_parse_count",
+            "the count of parsing NodeMetric spec",
+            ["status", "reason"],
+            registry=self.registry,
+        )
+        self.nodeslo_reconcile_count = Counter(
+            "slo_controller_nodeslo_reconcile_count",
+            "the status count of reconciling NodeSLO",
+            ["status", "reason"],
+            registry=self.registry,
+        )
+        self.nodeslo_spec_parse_count = Counter(
+            "slo_controller_nodeslo_spec_parse_count",
+            "the count of parsing NodeSLO spec",
+            ["status", "reason"],
+            registry=self.registry,
+        )
+        self.node_resource_run_plugin_status = Counter(
+            "slo_controller_node_resource_run_plugin_status",
+            "the status count of running node resource plugins",
+            ["plugin", "status", "reason"],
+            registry=self.registry,
+        )
+        self.node_extended_resource_allocatable_internal = Gauge(
+            "slo_controller_node_extended_resource_allocatable_internal",
+            "the internal allocatable of node extended resources which may not be updated at "
+            "the node status",
+            ["node", "resource", "unit"],
+            registry=self.registry,
+        )
+        self.webhook_duration_milliseconds = Histogram(
+            "koord_manager_webhook_webhook_duration_milliseconds",
+            "webhook_duration_milliseconds",
+            ["webhook_type", "object_type", "operation", "plugin_name", "status"],
+            buckets=WEBHOOK_MS_BUCKETS,
+            registry=self.registry,
+        )
         self.leader = Gauge(
             "koord_manager_leader",
             "1 while this replica holds the leader Lease (or runs without election)",
@@ -73,6 +145,20 @@ class ManagerMetrics:
             "Fields (or whole keys) of the current slo-controller-config that are set but not "
             "used here, by ConfigMap key",
             ["key"],
+            registry=self.registry,
+        )
+        # Koordinator's gates and flags accepted but not followed (the start-up warning's)
+        self.feature_gate_unimplemented = Gauge(
+            "koord_manager_feature_gate_unimplemented",
+            "1 for each Koordinator feature gate whose state (given or default) asks for what "
+            "this manager does not do",
+            ["gate"],
+            registry=self.registry,
+        )
+        self.flag_unimplemented = Gauge(
+            "koord_manager_flag_unimplemented",
+            "1 for each Koordinator koord-manager flag given that changes nothing here",
+            ["flag"],
             registry=self.registry,
         )
         self.queue_depth = Gauge(

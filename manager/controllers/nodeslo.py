@@ -21,13 +21,52 @@ from koordkube.resources import NodeMetric, NodeSLO
 from manager.colocation import ColocationStrategy, strategy_for_node
 from manager.controllers.events import EventRecorder
 from manager.controllers.state import ClusterState
-from manager.metrics import ManagerMetrics
+from manager.metrics import FAILED, ManagerMetrics, status
 from manager.nodeslo import needs_update, node_slo_object
-from manager.sloconfig import render_node_slo
+from manager.sloconfig import (
+    CPU_BURST_CONFIG,
+    HOST_APPLICATION_CONFIG,
+    RESOURCE_QOS_CONFIG,
+    RESOURCE_THRESHOLD_CONFIG,
+    SYSTEM_CONFIG,
+    parse_slo_config,
+    render_node_slo,
+)
 
 log = logging.getLogger(__name__)
 
 REASON_INVALID_CONFIG = "InvalidSLOConfig"
+# Koordinator's slo_controller_nodeslo_spec_parse_count reasons, by the key each one parses.
+SPEC_PARSE_REASONS = {
+    RESOURCE_THRESHOLD_CONFIG: "getResourceThresholdSpec",
+    RESOURCE_QOS_CONFIG: "getResourceQOSSpec",
+    CPU_BURST_CONFIG: "getCPUBurstConfigSpec",
+    SYSTEM_CONFIG: "getSystemConfigSpec",
+    HOST_APPLICATION_CONFIG: "getHostApplicationConfig",
+}
+
+
+async def _written(
+    count: Any, api: KubeApi, res: Any, desired: dict[str, Any], *, kind: str, exists: bool
+) -> str:
+    """create_or_update, counted in Koordinator's {create,update}<kind> reasons."""
+    reason = f"{'update' if exists else 'create'}{kind}"
+    try:
+        _, outcome = await create_or_update(api, res, desired)
+    except Exception:
+        count.labels(FAILED, reason).inc()
+        raise
+    count.labels(status(True), f"{'create' if outcome == 'created' else 'update'}{kind}").inc()
+    return outcome
+
+
+async def _deleted(count: Any, api: KubeApi, res: Any, name: str, kind: str) -> None:
+    try:
+        await _delete(api, res, name)
+    except Exception:
+        count.labels(FAILED, f"delete{kind}").inc()
+        raise
+    count.labels(status(True), f"delete{kind}").inc()
 
 
 def go_duration(text: str) -> str:
@@ -70,12 +109,16 @@ class NodeSLOController:
     async def reconcile(self, name: str) -> float | None:
         node = self.state.nodes.get(name)
         existing = self.state.node_slos.get(name)
+        count = self.metrics.nodeslo_reconcile_count
         if node is None:
             if existing is not None:
-                await _delete(self.api, NodeSLO, name)
+                await _deleted(count, self.api, NodeSLO, name, "NodeSLO")
                 self.metrics.reconciles.labels(self.NAME, "deleted").inc()
             return None
         data = self.state.slo_config_data() or {}
+        failed = parse_slo_config(data).errors
+        for key, reason in SPEC_PARSE_REASONS.items():
+            self.metrics.nodeslo_spec_parse_count.labels(status(key not in failed), reason).inc()
         rendered = render_node_slo(data, node, (existing or {}).get("spec"))
         config_map = self.state.config_map()
         for warning in rendered.warnings:
@@ -85,7 +128,9 @@ class NodeSLOController:
         if existing is not None and not needs_update(existing, desired):
             self.metrics.reconciles.labels(self.NAME, "unchanged").inc()
             return None
-        _, outcome = await create_or_update(self.api, NodeSLO, desired)
+        outcome = await _written(
+            count, self.api, NodeSLO, desired, kind="NodeSLO", exists=existing is not None
+        )
         self.metrics.reconciles.labels(self.NAME, outcome).inc()
         log.info("NodeSLO %s %s", name, outcome)
         return None
@@ -100,15 +145,20 @@ class NodeMetricController:
     async def reconcile(self, name: str) -> float | None:
         node = self.state.nodes.get(name)
         existing = self.state.node_metrics.get(name)
+        count = self.metrics.nodemetric_reconcile_count
         if node is None:
             if existing is not None:
-                await _delete(self.api, NodeMetric, name)
+                await _deleted(count, self.api, NodeMetric, name, "NodeMetric")
                 self.metrics.reconciles.labels(self.NAME, "deleted").inc()
             return None
         # A ConfigMap that fails to parse leaves the last good config in force (state.py).
         config = self.state.colocation()
         strategy = ColocationStrategy() if config is None else strategy_for_node(config, node)
         policy = collect_policy(strategy)
+        # a colocation-config that does not parse leaves the last good one in force
+        self.metrics.nodemetric_spec_parse_count.labels(
+            status(not self.state.colocation_error), "getNodeMetricCollectPolicy"
+        ).inc()
         spec = {"metricCollectPolicy": policy}
         if existing is not None and existing.get("spec") == spec:
             self.metrics.reconciles.labels(self.NAME, "unchanged").inc()
@@ -119,7 +169,9 @@ class NodeMetricController:
             "metadata": {"name": name, "ownerReferences": owned_by(node)},
             "spec": spec,
         }
-        _, outcome = await create_or_update(self.api, NodeMetric, desired)
+        outcome = await _written(
+            count, self.api, NodeMetric, desired, kind="NodeMetric", exists=existing is not None
+        )
         self.metrics.reconciles.labels(self.NAME, outcome).inc()
         return None
 

@@ -61,6 +61,15 @@ def decision_of(response: AdmissionResponse) -> str:
     return MUTATED if response.patch else ALLOWED
 
 
+# Koordinator's plugin_name of each route's work: its pod handlers run ClusterColocationProfile
+# (and ExtendedResourceSpec, done in the same pass here), its ConfigMap handler SLOConfig.
+PLUGIN_NAMES = {
+    "/mutate-pod": "ClusterColocationProfile",
+    "/validate-pod": "ClusterColocationProfile",
+    "/validate-configmap": "SLOConfig",
+}
+
+
 def webhook_labels(route: str) -> tuple[str, str]:
     """("mutate", "pod") for /mutate-pod: Koordinator's webhook_type and object_type."""
     webhook_type, _, object_type = route.strip("/").partition("-")
@@ -82,16 +91,30 @@ class AdmissionAudit:
         self.trail = AuditTrail(capacity, prefix=PREFIX, logger=log, logged_inputs=LOGGED_INPUTS)
 
     def decide(
-        self, route: str, review: AdmissionRequest, response: AdmissionResponse, namespace: str
+        self,
+        route: str,
+        review: AdmissionRequest,
+        response: AdmissionResponse,
+        namespace: str,
+        seconds: float | None = None,
     ) -> None:
         """Count the decision; record it when it mutates or denies. ``namespace``: the
-        request's, else the object's."""
+        request's, else the object's; ``seconds``: how long the webhook's work took (None:
+        none was done, a subresource or another kind), Koordinator's duration histogram."""
         decision = decision_of(response)
         if self.metrics is not None:
             webhook_type, object_type = webhook_labels(route)
             self.metrics.webhook_decisions.labels(
                 webhook_type, object_type, review.operation, decision
             ).inc()
+            if seconds is not None and route in PLUGIN_NAMES:
+                self.metrics.webhook_duration_milliseconds.labels(
+                    webhook_type,
+                    object_type,
+                    review.operation,
+                    PLUGIN_NAMES[route],
+                    "rejected" if decision == DENIED else "allowed",
+                ).observe(seconds * 1000)
         if decision == ALLOWED:
             return
         self.trail.record(self.action(route, review, response, namespace, decision))

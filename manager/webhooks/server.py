@@ -30,6 +30,7 @@ import logging
 import os
 import random
 import ssl
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -233,18 +234,21 @@ class WebhookServer:
             log.warning("reject request to %s: %s", route, err)
             return web.Response(status=400, text=f"bad AdmissionReview: {err}\n")
         key = f"{review.kind} {_namespace(review)}/{review.name}"
+        seconds: float | None = None  # the webhook's own work, when it ran
         if review.sub_resource:  # pods/status, pods/binding...: no QoS decision (as upstream)
             response = allowed()
         elif review.kind != kind or review.group:
             log.warning("ignore %s on %s: this route handles %s only", key, route, kind)
             response = warn_unexpected_kind(review, kind, route)
         else:
+            start = time.perf_counter()
             try:
                 response = decide(review)
             except Exception:  # a bug must answer (and fail closed), not drop the connection
                 log.exception("fail %s %s on %s", review.operation, key, route)
                 response = denied(f"internal error in koord-manager {route}", 500)
-        self.audit.decide(route, review, response, _namespace(review))
+            seconds = time.perf_counter() - start
+        self.audit.decide(route, review, response, _namespace(review), seconds)
         return web.json_response(review_response(review.uid, response))
 
 

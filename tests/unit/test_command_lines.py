@@ -350,17 +350,29 @@ def test_koord_manager_takes_koordinators_chart_arguments() -> None:
     ]
 
 
-def test_koord_manager_accepts_its_gates_and_says_it_does_not_follow_them() -> None:
-    args, notes = manager_cli.parse_args(
-        ["-feature-gates=PodMutatingWebhook=false,AllBeta=true", "-enable-pprof", "-sync-period=1h"]
+def test_koord_manager_accepts_its_gates_and_says_which_it_does_not_follow() -> None:
+    parsed = manager_cli.parse_command_line(
+        [
+            "-feature-gates=PodMutatingWebhook=false,AllBeta=true",
+            "-enable-pprof",
+            "-sync-period=1h",
+        ],
+        environ={},
     )
-    assert manager_cli.options_from_args(args).sync_period == 3600.0
-    assert notes == [
-        "ignored --enable-pprof: no pprof; py-spy profiles a running manager",
-        "feature gate PodMutatingWebhook=false accepted, not followed: the chart's webhook "
-        "configurations decide which webhooks are called",
-        "feature gate AllBeta=true accepted, not followed: sets the gates of its stage, none "
-        "of which this manager follows",
+    assert manager_cli.options_from_args(parsed.args).sync_period == 3600.0
+    assert parsed.notes == []  # the flag is in the one warning line instead
+    assert parsed.flags == ["enable-pprof"]
+    # AllBeta turns on the beta DisablePVCReservation; the beta Pod webhooks stay as named
+    assert sorted(parsed.gates) == [
+        "ConfigMapValidatingWebhook",
+        "DisablePVCReservation",
+        "ElasticMutatingWebhook",
+        "ElasticValidatingWebhook",
+        "PodMutatingWebhook",
     ]
+    warning = parsed.warning()
+    assert warning is not None
+    assert "feature gate PodMutatingWebhook=false: /mutate-pod is served" in warning
+    assert "--enable-pprof (no pprof; py-spy profiles a running manager)" in warning
     with pytest.raises(SystemExit):
         manager_cli.parse_args(["--feature-gates=NoSuchGate=true"])
