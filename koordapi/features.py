@@ -24,7 +24,7 @@ CORE_SCHED = "CoreSched"
 TERWAY_QOS = "TerwayQoS"
 TC_NETWORK_QOS = "TCNetworkQoS"
 RESCTRL = "Resctrl"
-OOM_SCORE_ADJ = "OOMScoreAdj"
+OOM_SCORE_ADJ = "OOMScoreAdj"  # ours: Koordinator has no such gate
 MEMORY_QOS = "MemoryQOS"  # ours: Koordinator delivers memory QoS only in CgroupReconcile
 
 # koordlet core gates (pkg/features/koordlet_features.go) the hooks consult.

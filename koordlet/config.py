@@ -9,6 +9,7 @@ builds its parser and the Config from this table; nothing repeats a default.
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -298,6 +299,12 @@ class Config:
         ),
     )
 
+    # Not flags: how the command line was read (koordlet.cli), said once at start-up.
+    # Koordinator's flags given that have no effect here, with why (KOORDINATOR_ONLY, klog's).
+    ignored_flags: tuple[tuple[str, str], ...] = ()
+    # The host layout the path defaults came from (HostLayout.describe()).
+    layout: str = ""
+
     @property
     def nri_socket(self) -> Path:
         return self.var_run_root / self.nri_socket_path
@@ -314,6 +321,11 @@ _PROXY = "koord-runtime-proxy hooks are not served: the hooks reach containerd o
 _NRI_RETRY = "NRI reconnects when the socket reappears (inotify), else backs off 0.1 s to 5 s"
 _CONTAINERD = "containerd only (NRI and CRI); no docker or pouch"
 _NOT_COLLECTED = "that collector is not implemented here"
+_PPROF = "no pprof (a Go profiler); py-spy profiles a running koordlet"
+_CLIENT_LIMIT = (
+    "koordlet's API calls are not rate limited on the client side here (its watches and one "
+    "NodeMetric update per report interval)"
+)
 
 # Koordinator's koordlet flags (v1.8) whose concept does not exist here: accepted, so that its
 # DaemonSets start unchanged, and said once at start-up (koordapi.goflags).
@@ -334,9 +346,18 @@ KOORDINATOR_ONLY: dict[str, Ignored] = {
     ),
     "metric-expire-seconds": Ignored("metrics age by --tsdb-retention-duration"),
     "metric-gc-interval-seconds": Ignored("the metric cache drops old chunks as it writes"),
-    "config": Ignored("no koordlet configuration file; flags and the NodeSLO only"),
     "configmap-name": Ignored("koordlet reads its NodeSLO, not a koordlet ConfigMap"),
     "configmap-namespace": Ignored("koordlet reads its NodeSLO, not a koordlet ConfigMap"),
+    "enable-pprof": Ignored(_PPROF, boolean=True),
+    "pprof-addr": Ignored(_PPROF),
+    "kube-api-qps": Ignored(_CLIENT_LIMIT),
+    "kube-api-burst": Ignored(_CLIENT_LIMIT),
+    "qos-extension-plugins": Ignored(
+        "no QoS extension plugins (Koordinator v1.8 registers none either)"
+    ),
+    "runtime-hooks-disable-stages": Ignored(
+        "every hook stage runs; a hook is turned off by its feature gate"
+    ),
     "default-runtime-type": Ignored(_CONTAINERD),
     "docker-endpoint": Ignored(_CONTAINERD),
     "pouch-endpoint": Ignored(_CONTAINERD),
@@ -390,3 +411,63 @@ KOORDINATOR_ONLY: dict[str, Ignored] = {
         "GPUs are read through NVML, not device-info files", boolean=True
     ),
 }
+
+
+# Koordinator's two host layouts (pkg/koordlet/util/system/config.go: NewHostModeConfig and
+# NewDsModeConfig, picked by the environment variable agent_mode). Its DaemonSet mounts the
+# host's folders at these places and passes none of them but --cgroup-root-dir, so a koordlet
+# started from that DaemonSet must find them by itself.
+AGENT_MODE_ENV = "agent_mode"
+HOST_MODE = "hostMode"
+DS_MODE = "dsMode"
+# the DaemonSet's mount of the host's cgroups: where a pod has it, it runs in that layout (no
+# host has the folder, so a systemd or host install stays in host mode)
+DS_MARKER = "/host-cgroup/"
+# the DaemonSet's metric-db-path volume (Koordinator's --tsdb-path default)
+DS_METRIC_DATA = "/metric-data/"
+DS_MODE_PATHS: Mapping[str, str] = {
+    "cgroup-root-dir": DS_MARKER,
+    "sys-root-dir": "/host-sys/",
+    "sys-fs-root-dir": "/host-sys-fs/",
+    # Koordinator keeps /proc/: the DaemonSet runs with hostPID
+    "proc-root-dir": "/proc/",
+    # the NRI socket and containerd's are found below it
+    "var-run-root-dir": "/host-var-run/",
+}
+
+
+@dataclass(frozen=True)
+class HostLayout:
+    """Where the host's folders are: Koordinator's mode, why it was chosen, and the defaults
+    of the path flags it changes (flag name → text; the others keep Config's)."""
+
+    mode: str
+    why: str
+    defaults: Mapping[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return f"{self.mode} ({self.why})"
+
+
+def choose_layout(
+    env: Mapping[str, str], is_dir: Callable[[str], bool] = lambda p: Path(p).is_dir()
+) -> HostLayout:
+    """Koordinator's choice: agent_mode=hostMode is the host's own paths, anything else the
+    DaemonSet's. Ours differs where nothing is said: Koordinator's binary assumes its
+    DaemonSet, ours is installed on hosts too (koordctl install, the systemd unit), so with no
+    agent_mode the DaemonSet layout is taken where its cgroup mount is there."""
+    mode = env.get(AGENT_MODE_ENV, "")
+    if mode == HOST_MODE:
+        return HostLayout(HOST_MODE, f"{AGENT_MODE_ENV}={HOST_MODE}")
+    if mode:
+        why = f"{AGENT_MODE_ENV}={mode}"
+    elif is_dir(DS_MARKER):
+        why = f"{DS_MARKER} is mounted (Koordinator's DaemonSet)"
+    else:
+        return HostLayout(HOST_MODE, f"no {AGENT_MODE_ENV} and no {DS_MARKER}")
+    defaults = dict(DS_MODE_PATHS)
+    # Koordinator's metric cache is the DaemonSet's metric-data volume; a pod without it (our
+    # chart mounts /var/lib/koordlet) keeps Config's folder rather than an unmounted one
+    if is_dir(DS_METRIC_DATA):
+        defaults["tsdb-path"] = DS_METRIC_DATA
+    return HostLayout(DS_MODE, why, defaults)

@@ -543,15 +543,33 @@ class Koordlet:
             "available" if k.core_sched else "missing (CONFIG_SCHED_CORE)",
             "available" if k.resctrl else "missing",
         )
-        gates = self.config.feature_gates
-        for gate, missing in gates.unimplemented().items():
-            # one a user turned on deserves a warning (and koordctl doctor's); one on by
-            # default, a note
-            turned_on = gate in gates.overrides
-            level = logging.WARNING if turned_on else logging.INFO
-            log.log(level, "feature gate %s is on but not implemented here: %s", gate, missing)
-            if turned_on:
-                self.metrics.unimplemented_gates.labels(self.config.node_name, gate).set(1)
+        c = self.config
+        log.info(
+            "host layout %s: cgroups %s, sys %s, resctrl %s, proc %s, NRI socket %s, "
+            "containerd socket %s, devices %s, metric cache %s",
+            c.layout or "as given",
+            c.cgroup_root,
+            c.sys_root,
+            c.resctrl_root,
+            c.proc_root,
+            c.nri_socket,
+            c.cri_socket,
+            c.dev_root,
+            c.tsdb_path or "in memory",
+        )
+        gates = c.feature_gates
+        # Everything accepted that changes nothing, in one warning (and koordctl doctor's,
+        # through the two gauges): Koordinator's flags given, and its gates that are on, by
+        # default too (NodeTopologyReport).
+        idle_gates = gates.unimplemented()
+        for name, _ in c.ignored_flags:
+            self.metrics.unimplemented_flags.labels(c.node_name, name).set(1)
+        for gate in idle_gates:
+            self.metrics.unimplemented_gates.labels(c.node_name, gate).set(1)
+        said = [f"--{name} ({why})" for name, why in c.ignored_flags]
+        said += [f"feature gate {gate} ({why})" for gate, why in idle_gates.items()]
+        if said:
+            log.warning("accepted but with no effect here: %s", "; ".join(said))
         if gates.enabled("CoreSched") and not k.core_sched:
             log.warning(
                 "feature gate CoreSched is on, but this kernel has no core scheduling: no effect"

@@ -173,8 +173,14 @@ class KoordletMetrics:
         )
         self.unimplemented_gates = Gauge(
             "koordlet_feature_gate_unimplemented",
-            "1 for each feature gate turned on with --feature-gates that changes nothing here",
+            "1 for each feature gate that is on (given or by default) and changes nothing here",
             ["node", "gate"],
+            registry=r,
+        )
+        self.unimplemented_flags = Gauge(
+            "koordlet_flag_unimplemented",
+            "1 for each Koordinator flag given on the command line that changes nothing here",
+            ["node", "flag"],
             registry=r,
         )
         self.node_config_errors = Counter(

@@ -293,6 +293,11 @@ def unimplemented_gates(metrics_text: str) -> list[str]:
     return flagged(metrics_text, "koordlet_feature_gate_unimplemented", "gate")
 
 
+def unimplemented_flags(metrics_text: str) -> list[str]:
+    """Koordinator's flags koordlet was given that change nothing here."""
+    return flagged(metrics_text, "koordlet_flag_unimplemented", "flag")
+
+
 def unsupported_slo_fields(metrics_text: str) -> list[str]:
     """The NodeSLO fields koordlet says are set but not used here."""
     return flagged(metrics_text, "koordlet_node_slo_unsupported_field", "field")
@@ -369,16 +374,22 @@ def check_koordlet(config: DoctorConfig) -> Check:
             fix,
         )
     idle = unimplemented_gates(text)
+    idle_flags = unimplemented_flags(text)
     unused = unsupported_slo_fields(text)
     findings, fixes = [], []
     if idle:
         findings.append(
-            f"feature gates turned on that are not implemented and change nothing: "
-            f"{', '.join(idle)}"
+            f"feature gates on that are not implemented and change nothing: {', '.join(idle)}"
         )
         fixes.append(
-            "drop them from --feature-gates, or expect nothing from them (see koordlet --help)"
+            "turn them off with --feature-gates (NAME=false), or expect nothing from them "
+            "(see koordlet --help)"
         )
+    if idle_flags:
+        findings.append(
+            "flags given that change nothing here: " + ", ".join(f"--{f}" for f in idle_flags)
+        )
+        fixes.append("drop them, or expect nothing from them (koordlet --help says why)")
     if unused:
         findings.append(f"NodeSLO fields set that are not used here: {', '.join(unused)}")
         fixes.append(

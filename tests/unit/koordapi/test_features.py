@@ -95,46 +95,70 @@ def test_all_lists_every_gate_sorted_with_its_value() -> None:
     assert table["Resctrl"] is False
 
 
-# Koordinator v1.8.0's koordlet gates (pkg/features/koordlet_features.go and
-# pkg/koordlet/runtimehooks/config.go), written out here from that source.
-KOORDINATOR_V18_GATES = [
-    "AuditEvents",
-    "AuditEventsHTTPHandler",
-    "BECPUSuppress",
-    "BECPUManager",
-    "BECPUEvict",
-    "BEMemoryEvict",
-    "CPUEvict",
-    "MemoryEvict",
-    "CPUAllocatableEvict",
-    "MemoryAllocatableEvict",
-    "CPUBurst",
-    "SystemConfig",
-    "RdtResctrl",
-    "CgroupReconcile",
-    "NodeTopologyReport",
-    "Accelerators",
-    "RDMADevices",
-    "CPICollector",
-    "Libpfm4",
-    "ResctrlCollector",
-    "PSICollector",
-    "BlkIOReconcile",
-    "ColdPageCollector",
-    "HugePageReport",
-    "PodResourcesProxy",
-    "HamiCoreVGPUMonitor",
-    "GroupIdentity",
-    "CPUSetAllocator",
-    "GPUEnvInject",
-    "RDMADeviceInject",
-    "BatchResource",
-    "CPUNormalization",
-    "CoreSched",
-    "TerwayQoS",
-    "TCNetworkQoS",
-    "Resctrl",
-]
+# Koordinator v1.8.0's koordlet gates with their defaults and stages, written out here from
+# its sources: pkg/features/koordlet_features.go (defaultKoordletFeatureGates) and
+# pkg/koordlet/runtimehooks/config.go (defaultRuntimeHooksFG).
+ALPHA, BETA = "alpha", "beta"
+KOORDINATOR_V18_GATES: dict[str, tuple[bool, str]] = {
+    "AuditEvents": (False, ALPHA),
+    "AuditEventsHTTPHandler": (False, ALPHA),
+    "BECPUSuppress": (True, BETA),
+    "BECPUManager": (False, ALPHA),
+    "BECPUEvict": (False, ALPHA),
+    "CPUEvict": (False, ALPHA),
+    "CPUAllocatableEvict": (False, ALPHA),
+    "BEMemoryEvict": (False, ALPHA),
+    "MemoryEvict": (False, ALPHA),
+    "MemoryAllocatableEvict": (False, ALPHA),
+    "CPUBurst": (True, BETA),
+    "SystemConfig": (False, ALPHA),
+    "RdtResctrl": (True, BETA),
+    "ResctrlCollector": (False, ALPHA),
+    "CgroupReconcile": (False, ALPHA),
+    "NodeTopologyReport": (True, BETA),
+    "Accelerators": (False, ALPHA),
+    "RDMADevices": (False, ALPHA),
+    "CPICollector": (False, ALPHA),
+    "Libpfm4": (False, ALPHA),
+    "PSICollector": (False, ALPHA),
+    "BlkIOReconcile": (False, ALPHA),
+    "ColdPageCollector": (False, ALPHA),
+    "HugePageReport": (False, ALPHA),
+    "PodResourcesProxy": (False, ALPHA),
+    "HamiCoreVGPUMonitor": (False, ALPHA),
+    # the runtime hooks'
+    "GroupIdentity": (True, BETA),
+    "CPUSetAllocator": (True, BETA),
+    "GPUEnvInject": (False, ALPHA),
+    "RDMADeviceInject": (False, ALPHA),
+    "BatchResource": (True, BETA),
+    "CPUNormalization": (False, ALPHA),
+    "CoreSched": (False, ALPHA),
+    "TerwayQoS": (False, ALPHA),
+    "TCNetworkQoS": (False, ALPHA),
+    "Resctrl": (False, ALPHA),
+}
+# Ours, which Koordinator does not have: each named here on purpose.
+OURS = {"MemoryQOS", "OOMScoreAdj", "SchedLatencyCollector", "BESuppressBySchedLatency"}
+
+
+def test_the_gate_table_is_koordinators_and_ours() -> None:
+    assert set(features.DEFAULTS) == set(KOORDINATOR_V18_GATES) | OURS
+    assert not OURS & set(KOORDINATOR_V18_GATES)
+
+
+@pytest.mark.parametrize(("gate", "spec"), sorted(KOORDINATOR_V18_GATES.items()))
+def test_each_koordinator_gate_has_its_default_and_stage(gate: str, spec: tuple[bool, str]) -> None:
+    default, stage = spec
+    assert FeatureGates().enabled(gate) is default
+    # the stage, as AllAlpha/AllBeta see it: the opposite of the default for its stage only
+    flip = "false" if default else "true"
+    assert FeatureGates.parse(f"AllBeta={flip}").enabled(gate) is (
+        (not default) if stage == BETA else default
+    )
+    assert FeatureGates.parse(f"AllAlpha={flip}").enabled(gate) is (
+        (not default) if stage == ALPHA else default
+    )
 
 
 def test_every_koordinator_gate_is_accepted_and_the_unimplemented_are_reported() -> None:

@@ -369,6 +369,23 @@ def test_a_koordlet_with_gates_turned_on_that_do_nothing_warns_and_names_them(
     assert "--feature-gates" in check.fix
 
 
+def test_a_koordlet_given_flags_that_do_nothing_warns_and_names_them(
+    config: DoctorConfig, status_server: tuple[str, Reply]
+) -> None:
+    addr, reply = status_server
+    metrics = KoordletMetrics("node-1")
+    metrics.nri_connected.labels("node-1").set(1)
+    for flag in ("pprof-addr", "kube-api-burst"):
+        metrics.unimplemented_flags.labels("node-1", flag).set(1)
+    reply.body = generate_latest(metrics.registry)
+
+    check = doctor.check_koordlet(replace(config, addr=addr))
+
+    assert check.status is Status.WARN
+    assert check.finding.endswith("change nothing here: --kube-api-burst, --pprof-addr")
+    assert "koordlet --help" in check.fix
+
+
 def test_koordlet_says_which_gates_do_nothing_in_help() -> None:
     text = build_parser().format_help()
     assert all(gate in text for gate in NOT_IMPLEMENTED)
