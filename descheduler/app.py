@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from descheduler.balancer import Balancer
 from descheduler.config import DeschedulerConfig
@@ -41,6 +41,9 @@ class AppOptions:
     identity: str = field(default_factory=default_identity)  # the Lease holder's name
     workloads: bool = True  # ReplicaSet and StatefulSet informers (expected replicas)
     requeue_after: float = REQUEUE_AFTER
+    # Koordinator's flags given and gates set that change nothing here (the metrics say them)
+    unimplemented_flags: tuple[str, ...] = ()
+    unimplemented_gates: tuple[str, ...] = ()
 
 
 class Descheduler:
@@ -56,6 +59,9 @@ class Descheduler:
         self.api, self.config = api, config
         self.options = options or AppOptions()
         self.metrics = DeschedulerMetrics()
+        self.metrics.unimplemented(
+            self.options.unimplemented_flags, self.options.unimplemented_gates
+        )
         self.state = DeschedulerState(api, workloads=self.options.workloads)
         self.events = EventRecorder(api, clock=clock)
         self.controller = MigrationController(
@@ -163,7 +169,7 @@ class Descheduler:
         runner = await serve_probes(
             addr,
             self.synced,
-            lambda: (generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST),
+            lambda: (self.metrics.exposition(), CONTENT_TYPE_LATEST),
             routes(self.balancer.explain, self.open_jobs, self._no_round_yet),
         )
         log.info("/healthz, /readyz, /metrics and /explain/nodes/{name} on %s", addr)

@@ -7,32 +7,43 @@ elect-resource-namespace``: given, they win over the file's leaderElection, as u
 the deprecated insecure serving ``--address``/``--port`` (/healthz and /metrics; ignored with
 ``--config``, whose healthzBindAddress and metricsBindAddress say where). ``--dry-run`` is ours
 (Koordinator has only the file's ``dryRun``, and LowNodeLoadArgs' and
-MigrationControllerArgs'): any of them makes a dry run. Written as for Koordinator's Go binary
-if need be (koordapi.goflags); its flags with no counterpart here are accepted and said at
-start-up."""
+MigrationControllerArgs'): any of them makes a dry run. ``--write-config-to`` writes the
+effective configuration and exits 0, ``--feature-gates`` takes Koordinator's descheduler gates
+(descheduler.features), ``--v`` sets the log level (koordapi.goflags). Written as for
+Koordinator's Go binary if need be (koordapi.goflags). Every other flag of Koordinator v1.8's
+koord-descheduler (secure serving, metrics, the other logging flags: KOORDINATOR_ONLY) is
+accepted and changes nothing: said in --help, at start-up in one WARNING line, and by
+koord_descheduler_flag_unimplemented{flag}."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import logging
+import re
 import signal
 import sys
 from dataclasses import dataclass, field, replace
 from importlib.metadata import version
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from descheduler import features
 from descheduler.config import (
     DEFAULT_INSECURE_PORT,
     ConfigError,
     DeschedulerConfig,
     LeaderElection,
+    dump_config,
     parse_config,
 )
+from descheduler.features import DeschedulerGates
 from koordapi import goflags, logsetup
 from koordapi.goflags import Ignored
 from koordapi.settings import BOOLEANS, add_arguments, flag, load, parse_bool
+
+if TYPE_CHECKING:
+    from descheduler.app import AppOptions
 
 _ELECTION = "leader election"
 T = TypeVar("T")
@@ -47,6 +58,26 @@ class DeschedulerOptions:
     config: str | None = field(
         default=None,
         metadata=flag("config", "DeschedulerConfiguration file (descheduler/v1alpha2)"),
+    )
+    write_config_to: str | None = field(
+        default=None,
+        metadata=flag(
+            "write-config-to",
+            "write the effective configuration (the file's, defaulted, with the flags) to this "
+            "file as a DeschedulerConfiguration and exit",
+        ),
+    )
+    feature_gates: DeschedulerGates = field(
+        default_factory=DeschedulerGates,
+        metadata=flag("feature-gates", features.help_text(), parse=DeschedulerGates.parse),
+    )
+    logging_format: str = field(
+        default="text",
+        metadata=flag(
+            "logging-format",
+            "Koordinator's one format here too: lines of text (koordapi.logsetup's)",
+            choices=("text",),
+        ),
     )
     kubeconfig: str | None = field(
         default=None,
@@ -127,16 +158,61 @@ class DeschedulerOptions:
 TABLES = (DeschedulerOptions, logsetup.LogOptions)
 
 _NO_HTTPS = "no HTTPS serving: /healthz, /readyz and /metrics are served over HTTP"
-# Koordinator's koord-descheduler flags (v1.8) whose concept does not exist here.
+_METRICS = "the metrics are fixed: none hidden, none disabled, labels not filtered"
+_LOGS = "logs are lines on stderr, flushed as written; --v or --log-level sets the level"
+# The flags of Koordinator v1.8's koord-descheduler whose concept does not exist here, from
+# cmd/koord-descheduler/app/options/options.go (initFlags) and what it embeds: the secure
+# serving of k8s.io/apiserver's SecureServingOptions.AddFlags, component-base's metrics
+# Options.AddFlags and logs api/v1 AddFlags (v0.35, as Koordinator v1.8's go.mod).
 KOORDINATOR_ONLY: dict[str, Ignored] = {
-    "secure-port": Ignored(_NO_HTTPS),
     "bind-address": Ignored(_NO_HTTPS),
+    "secure-port": Ignored(_NO_HTTPS),
+    "disable-http2-serving": Ignored(_NO_HTTPS, boolean=True),
     "cert-dir": Ignored(_NO_HTTPS),
     "tls-cert-file": Ignored(_NO_HTTPS),
     "tls-private-key-file": Ignored(_NO_HTTPS),
-    "feature-gates": Ignored("no feature gates apply to the descheduler here"),
-    "show-hidden-metrics-for-version": Ignored("no hidden metrics"),
+    "tls-cipher-suites": Ignored(_NO_HTTPS),
+    "tls-min-version": Ignored(_NO_HTTPS),
+    "tls-sni-cert-key": Ignored(_NO_HTTPS),
+    "http2-max-streams-per-connection": Ignored(_NO_HTTPS),
+    "permit-port-sharing": Ignored(_NO_HTTPS, boolean=True),
+    "permit-address-sharing": Ignored(_NO_HTTPS, boolean=True),
+    "show-hidden-metrics-for-version": Ignored(_METRICS),
+    "disabled-metrics": Ignored(_METRICS),
+    "allow-metric-labels": Ignored(_METRICS),
+    "allow-metric-labels-manifest": Ignored(_METRICS),
+    "log-flush-frequency": Ignored(_LOGS),
+    "vmodule": Ignored("no per-file verbosity; --v is for the whole daemon"),
+    "log-text-split-stream": Ignored(_LOGS, boolean=True),
+    "log-text-info-buffer-size": Ignored(_LOGS),
 }
+_NOTE = re.compile(r"^ignored --(?P<flag>[\w.-]+): (?P<why>.*)$")
+
+
+def _unimplemented_help() -> str:
+    by_why: dict[str, list[str]] = {}
+    for name, ignored in KOORDINATOR_ONLY.items():
+        by_why.setdefault(ignored.why, []).append(f"--{name}")
+    said = "; ".join(f"{', '.join(names)} ({why})" for why, names in by_why.items())
+    return (
+        "Koordinator's flags accepted with no effect here (said at start-up and by "
+        f"koord_descheduler_flag_unimplemented): {said}."
+    )
+
+
+def unimplemented_flags(notes: list[str]) -> tuple[list[str], str]:
+    """The flags goflags.translate passed over (its notes) and one line saying them, each
+    reason once."""
+    by_why: dict[str, list[str]] = {}
+    for note in notes:
+        match = _NOTE.match(note)
+        if match:
+            by_why.setdefault(match["why"], []).append(match["flag"])
+    names = [name for group in by_why.values() for name in group]
+    line = "; ".join(
+        f"{', '.join(f'--{n}' for n in group)}: {why}" for why, group in by_why.items()
+    )
+    return names, line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
         "whose NodeMetric shows them hot, through PodMigrationJobs that the migration "
         "controller arbitrates and carries out with the Eviction API.",
         allow_abbrev=False,
+        epilog=_unimplemented_help(),
     )
     p.add_argument("--version", action="version", version=version("koordinator-py"))
     add_arguments(p, *TABLES)
@@ -186,7 +263,7 @@ def config_from_options(options: DeschedulerOptions) -> DeschedulerConfig:
     return replace(config, leader_election=election, kubeconfig=kubeconfig, dry_run=dry_run)
 
 
-async def serve(config: DeschedulerConfig) -> int:
+async def serve(config: DeschedulerConfig, app_options: AppOptions | None = None) -> int:
     from descheduler.app import Descheduler  # noqa: PLC0415 - after arg parsing
     from koordkube.client import KubeApi, build_client  # noqa: PLC0415
 
@@ -196,7 +273,9 @@ async def serve(config: DeschedulerConfig) -> int:
         print(f"koord-descheduler: no Kubernetes credentials: {err}", file=sys.stderr)
         return 2
     try:
-        descheduler = Descheduler(KubeApi(client, field_manager="koord-descheduler"), config)
+        descheduler = Descheduler(
+            KubeApi(client, field_manager="koord-descheduler"), config, app_options
+        )
     except ValueError as err:  # leader election timings client-go refuses
         print(f"koord-descheduler: {err}", file=sys.stderr)
         return 2
@@ -226,18 +305,38 @@ def main(argv: list[str] | None = None) -> int:
     args, notes = parse_args(sys.argv[1:] if argv is None else argv)
     logsetup.configure(args.log_level)
     log = logging.getLogger("koord-descheduler")
-    for note in notes:
-        log.info("%s", note)
+    flags, line = unimplemented_flags(notes)
+    if line:
+        log.warning("Koordinator's flags accepted, with no effect here: %s", line)
+    options = options_from_args(args)
+    gates = options.feature_gates.changed()
+    if gates:
+        log.warning(
+            "feature gates set, with no effect here: %s",
+            "; ".join(f"{name}: {why}" for name, why in gates.items()),
+        )
     try:
-        config = config_from_options(options_from_args(args))
+        config = config_from_options(options)
     except ConfigError as err:
         print(f"koord-descheduler: --config {err}", file=sys.stderr)
         return 2
     for note in config.notes:
         log.info("%s", note)
+    if options.write_config_to:
+        # Koordinator's LogOrWriteConfig: write, say so, exit 0 without starting
+        try:
+            Path(options.write_config_to).write_text(dump_config(config))
+        except OSError as err:
+            print(f"koord-descheduler: --write-config-to {err}", file=sys.stderr)
+            return 1
+        log.info("wrote the configuration to %s", options.write_config_to)
+        return 0
     if config.effective_dry_run:
         log.info(
             "dry run: no pod is moved; each would-be migration is a PodMigrationJob in status "
             "DryRun (never carried out) and an Event on the pod"
         )
-    return asyncio.run(serve(config))
+    from descheduler.app import AppOptions  # noqa: PLC0415 - after arg parsing
+
+    app_options = AppOptions(unimplemented_flags=tuple(flags), unimplemented_gates=tuple(gates))
+    return asyncio.run(serve(config, app_options))

@@ -23,7 +23,7 @@ import yaml
 from descheduler.args import LowNodeLoadArgs
 from descheduler.fields import ArgsError, check_keys, json_list, json_object
 from descheduler.migration.args import DEFAULT_EVICTION_POLICY, MigrationControllerArgs
-from descheduler.migration.job import JobError, parse_duration
+from descheduler.migration.job import JobError, format_duration, parse_duration
 from descheduler.selectors import LabelSelector
 
 API_VERSION = "descheduler/v1alpha2"
@@ -117,6 +117,12 @@ class DeschedulerConfig:
     low_node_load: LowNodeLoadArgs | None = None
     migration: MigrationControllerArgs = field(default_factory=MigrationControllerArgs)
     notes: tuple[str, ...] = ()  # fields accepted that change nothing here, to log
+    # the profile's plugins after merging into the defaults, and its pluginConfig as given
+    # (for --write-config-to)
+    plugins: Mapping[str, tuple[str, ...]] = field(
+        default_factory=lambda: {point: DEFAULT_PLUGINS[point] for point in EXTENSION_POINTS}
+    )
+    plugin_config: tuple[tuple[str, Mapping[str, Any]], ...] = ()
 
     @property
     def effective_dry_run(self) -> bool:
@@ -272,7 +278,16 @@ def _plugin_args(profile: Mapping[str, Any], where: str) -> dict[str, Mapping[st
     return args
 
 
-def _profile(profiles: list[Any]) -> tuple[str, LowNodeLoadArgs | None, MigrationControllerArgs]:
+@dataclass(frozen=True)
+class _Profile:
+    name: str
+    low_node_load: LowNodeLoadArgs | None
+    migration: MigrationControllerArgs
+    plugins: Mapping[str, tuple[str, ...]]
+    plugin_config: tuple[tuple[str, Mapping[str, Any]], ...]
+
+
+def _profile(profiles: list[Any]) -> _Profile:
     if len(profiles) > 1:
         raise ConfigError(
             f"profiles: {len(profiles)} profiles given; only one profile is supported here"
@@ -305,7 +320,13 @@ def _profile(profiles: list[Any]) -> tuple[str, LowNodeLoadArgs | None, Migratio
             low_node_load = LowNodeLoadArgs.from_dict(configured.get(LOW_NODE_LOAD, {}))
         except ArgsError as err:
             raise ConfigError(f"{where} {LOW_NODE_LOAD} args: {err}") from None
-    return name, low_node_load, migration
+    return _Profile(
+        name,
+        low_node_load,
+        migration,
+        {point: tuple(names) for point, names in enabled.items()},
+        tuple(configured.items()),
+    )
 
 
 def config_from_dict(data: Any) -> DeschedulerConfig:
@@ -337,7 +358,7 @@ def _config(data: Any) -> DeschedulerConfig:
             "no rate limits and speaks JSON"
         )
     selector = data.get("nodeSelector")
-    name, low_node_load, migration = _profile(json_list(data.get("profiles"), "profiles"))
+    profile = _profile(json_list(data.get("profiles"), "profiles"))
     return DeschedulerConfig(
         descheduling_interval=_duration(
             data.get("deschedulingInterval"), "deschedulingInterval", 0.0
@@ -351,7 +372,7 @@ def _config(data: Any) -> DeschedulerConfig:
         metrics_bind_address=bind_address(
             _string(data.get("metricsBindAddress"), "metricsBindAddress", DEFAULT_BIND_ADDRESS)
         ),
-        profile=name,
+        profile=profile.name,
         node_selector=None if selector is None else LabelSelector.parse(selector, "nodeSelector"),
         max_pods_per_node=_count(
             data.get("maxNoOfPodsToEvictPerNode"), "maxNoOfPodsToEvictPerNode"
@@ -360,9 +381,11 @@ def _config(data: Any) -> DeschedulerConfig:
             data.get("maxNoOfPodsToEvictPerNamespace"), "maxNoOfPodsToEvictPerNamespace"
         ),
         max_pods_total=_count(data.get("maxNoOfPodsToEvictTotal"), "maxNoOfPodsToEvictTotal"),
-        low_node_load=low_node_load,
-        migration=migration,
+        low_node_load=profile.low_node_load,
+        migration=profile.migration,
         notes=tuple(notes),
+        plugins=profile.plugins,
+        plugin_config=profile.plugin_config,
     )
 
 
@@ -376,3 +399,69 @@ def parse_config(text: str, where: str = "config") -> DeschedulerConfig:
         return config_from_dict(data)
     except ConfigError as err:
         raise ConfigError(f"{where}: {err}") from None
+
+
+def _selector_document(selector: LabelSelector) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    if selector.match_labels:
+        doc["matchLabels"] = dict(selector.match_labels)
+    if selector.expressions:
+        doc["matchExpressions"] = [
+            {"key": key, "operator": operator, **({"values": sorted(values)} if values else {})}
+            for key, operator, values in selector.expressions
+        ]
+    return doc
+
+
+def to_document(config: DeschedulerConfig) -> dict[str, Any]:
+    """The effective configuration as a DeschedulerConfiguration (descheduler/v1alpha2), as
+    Koordinator's --write-config-to writes it: defaults filled in, the flags applied, the
+    profile's plugins merged into the defaults. The pluginConfig args are written as given:
+    their defaults are applied on reading them back. ``parse_config`` of its YAML gives
+    ``config`` again."""
+    election = config.leader_election
+    doc: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "leaderElection": {
+            "leaderElect": election.leader_elect,
+            "leaseDuration": format_duration(election.lease_duration),
+            "renewDeadline": format_duration(election.renew_deadline),
+            "retryPeriod": format_duration(election.retry_period),
+            "resourceLock": "leases",
+            "resourceName": election.resource_name,
+            "resourceNamespace": election.resource_namespace,
+        },
+        "clientConnection": {"kubeconfig": config.kubeconfig},
+        "healthzBindAddress": config.healthz_bind_address,
+        "metricsBindAddress": config.metrics_bind_address,
+        "deschedulingInterval": format_duration(config.descheduling_interval),
+        "dryRun": config.dry_run,
+        "profiles": [
+            {
+                "name": config.profile,
+                "plugins": {
+                    point: {"enabled": [{"name": name} for name in config.plugins[point]]}
+                    for point in EXTENSION_POINTS
+                },
+                "pluginConfig": [
+                    {"name": name, "args": dict(args)} for name, args in config.plugin_config
+                ],
+            }
+        ],
+    }
+    if config.node_selector is not None:
+        doc["nodeSelector"] = _selector_document(config.node_selector)
+    for key, value in (
+        ("maxNoOfPodsToEvictPerNode", config.max_pods_per_node),
+        ("maxNoOfPodsToEvictPerNamespace", config.max_pods_per_namespace),
+        ("maxNoOfPodsToEvictTotal", config.max_pods_total),
+    ):
+        if value is not None:
+            doc[key] = value
+    return doc
+
+
+def dump_config(config: DeschedulerConfig) -> str:
+    """``to_document`` as YAML."""
+    return yaml.safe_dump(to_document(config), sort_keys=False)

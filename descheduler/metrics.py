@@ -1,28 +1,104 @@
 """koord-descheduler's Prometheus metrics (served with /healthz and /readyz).
 
 ``descheduler_pods_evicted`` is Koordinator v1.8.0's one descheduler metric
-(pkg/descheduler/metrics/metrics.go) with its labels: result ("success" or "error"),
-strategy (the plugin that asked for the migration), namespace and node. Koordinator's Go
-client names the counter without a suffix; prometheus_client adds ``_total``, so the series
-is ``descheduler_pods_evicted_total``. The ``koord_descheduler_*`` metrics are ours.
+(pkg/descheduler/metrics/metrics.go), a counter with its labels: result ("success" or
+"error"), strategy (the plugin that asked for the migration), namespace and node. Koordinator's
+Go client exports a counter under its plain name, while prometheus_client always adds
+``_total``; so that queries and alerts written for Koordinator work unchanged, this one is kept
+by ``GoCounter`` and written out in the Go client's form (``exposition``). The
+``koord_descheduler_*`` metrics are ours. CENSUS lists Koordinator's series and what became
+of each (docs/descheduler.md shows it).
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics
+import threading
+from collections.abc import Iterable, Sequence
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.utils import floatToGoString
 
 disable_created_metrics()  # type: ignore[no-untyped-call]
+
+PODS_EVICTED = "descheduler_pods_evicted"
+# Koordinator v1.8.0's koord-descheduler series (pkg/descheduler/metrics): name -> (type,
+# label names, what it is here). Every one is exported.
+CENSUS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    PODS_EVICTED: (
+        "counter",
+        ("result", "strategy", "namespace", "node"),
+        "exported: each eviction the migration controller asks the Eviction API for, by "
+        'result "success" or "error" and the job\'s evict trigger as strategy',
+    ),
+}
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+class _Child:
+    def __init__(self, lock: threading.Lock) -> None:
+        self._lock, self.value = lock, 0.0
+
+    def inc(self, amount: float = 1.0) -> None:
+        with self._lock:
+            self.value += amount
+
+
+class GoCounter:
+    """A labelled counter exported as Koordinator's Go client exports one: ``# TYPE name
+    counter`` and samples named ``name``, without the ``_total`` prometheus_client adds."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str]) -> None:
+        self.name, self.documentation = name, documentation
+        self.labelnames = tuple(labelnames)
+        self._lock = threading.Lock()
+        self._children: dict[tuple[str, ...], _Child] = {}
+
+    def labels(self, *values: str) -> _Child:
+        if len(values) != len(self.labelnames):
+            raise ValueError(f"{self.name}: {len(self.labelnames)} label values, got {values}")
+        key = tuple(str(v) for v in values)
+        with self._lock:
+            return self._children.setdefault(key, _Child(self._lock))
+
+    def samples(self) -> list[tuple[dict[str, str], float]]:
+        with self._lock:
+            return [
+                (dict(zip(self.labelnames, key, strict=True)), child.value)
+                for key, child in sorted(self._children.items())
+            ]
+
+    def text(self) -> str:
+        """The family in the Prometheus text format (0.0.4); nothing before a first sample,
+        as the Go client."""
+        samples = self.samples()
+        if not samples:
+            return ""
+        help_text = self.documentation.replace("\\", r"\\").replace("\n", r"\n")
+        lines = [f"# HELP {self.name} {help_text}", f"# TYPE {self.name} counter"]
+        for labels, value in samples:
+            pairs = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+            number = floatToGoString(value)  # type: ignore[no-untyped-call]
+            lines.append(f"{self.name}{{{pairs}}} {number}")
+        return "\n".join(lines) + "\n"
 
 
 class DeschedulerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.pods_evicted = Counter(
-            "descheduler_pods_evicted",
+        self.pods_evicted = GoCounter(
+            PODS_EVICTED,
             "Number of evicted pods, by the result, by the strategy, by the namespace, by the "
             "node name. 'error' result means a pod could not be evicted",
-            ["result", "strategy", "namespace", "node"],
-            registry=self.registry,
+            CENSUS[PODS_EVICTED][1],
         )
         self.rounds = Counter(
             "koord_descheduler_rounds",
@@ -59,3 +135,27 @@ class DeschedulerMetrics:
             "1 while this replica holds the leader Lease (or runs without election)",
             registry=self.registry,
         )
+        self.flag_unimplemented = Gauge(
+            "koord_descheduler_flag_unimplemented",
+            "1 for each of Koordinator's flags given on the command line that changes nothing "
+            "here (said at start-up)",
+            ["flag"],
+            registry=self.registry,
+        )
+        self.feature_gate_unimplemented = Gauge(
+            "koord_descheduler_feature_gate_unimplemented",
+            "1 for each feature gate set away from Koordinator's default with --feature-gates; "
+            "none changes anything here (said at start-up)",
+            ["gate"],
+            registry=self.registry,
+        )
+
+    def unimplemented(self, flags: Iterable[str], gates: Iterable[str]) -> None:
+        for name in flags:
+            self.flag_unimplemented.labels(name).set(1)
+        for name in gates:
+            self.feature_gate_unimplemented.labels(name).set(1)
+
+    def exposition(self) -> bytes:
+        """/metrics' body: Koordinator's series in the Go client's form, then ours."""
+        return self.pods_evicted.text().encode() + generate_latest(self.registry)

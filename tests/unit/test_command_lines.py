@@ -143,6 +143,9 @@ OLD_SCHEDULER: OldFlags = {
 # Koordinator's flags, an unset leader election flag (None) taking the config file's value.
 OLD_DESCHEDULER: OldFlags = {
     "--config": (None, None),
+    "--write-config-to": (None, None),  # Koordinator's (issue 34)
+    "--feature-gates": ("", None),  # Koordinator's (issue 34)
+    "--logging-format": ("text", ["text"]),  # Koordinator's, its one format (issue 34)
     "--kubeconfig": (None, None),
     "--address": ("0.0.0.0", None),  # noqa: S104 - Koordinator's default
     "--port": (10251, None),

@@ -230,10 +230,10 @@ def test_a_hot_node_loses_a_pod_through_a_job_and_the_eviction_api() -> None:
         assert [p["metadata"]["name"] for p in api.objects("Pod")] == ["web-1", "web-2", "web-3"]
 
     asyncio.run(asyncio.wait_for(running(app, body), 20))
-    text = generate_latest(app.metrics.registry).decode()
+    text = app.metrics.exposition().decode()
     assert (
-        'descheduler_pods_evicted_total{namespace="default",node="hot",result="success",'
-        'strategy="LowNodeLoad"} 1.0' in text
+        'descheduler_pods_evicted{namespace="default",node="hot",result="success",'
+        'strategy="LowNodeLoad"} 1.0' in text.splitlines()
     )
     assert 'result="error"' in text
     assert "koord_descheduler_pod_migration_jobs_created_total" in text
