@@ -397,3 +397,19 @@ def test_the_census_is_koordinators_series_as_the_code_exports_them() -> None:
     for name, (kind, labels, said) in CENSUS.items():
         assert said.startswith("exported")
         assert exported[name] == (kind, tuple(sorted(labels)))
+
+
+def test_the_docs_census_names_each_series_as_the_code_does() -> None:
+    docs = Path(__file__).resolve().parents[3] / "docs" / "descheduler.md"
+    section = docs.read_text().split("### Koordinator's series", 1)[1]
+    rows = {
+        cells[0].strip("` "): (cells[1].strip(), cells[3].strip())
+        for line in section.splitlines()
+        if line.startswith("| `")
+        for cells in [line.strip("|").split("|")]
+    }
+    assert {name: kind for name, (kind, _) in rows.items()} == {
+        name: kind for name, (kind, _, _) in CENSUS.items()
+    }
+    for name, (_, _, said) in CENSUS.items():
+        assert rows[name][1].startswith(said.split(":")[0])  # exported / not measured
