@@ -39,6 +39,10 @@ from koordapi.quantity import format_binary, value
 
 REASON_INSUFFICIENT_GPU = "Insufficient gpu devices"  # Koordinator: "Insufficient %s devices"
 REASON_INSUFFICIENT_TOPOLOGY_GPU = "Insufficient GPU Devices"  # its topology-aware allocator
+# Koordinator's node labels of a node's GPU vendor and model (apis/extension/device_share.go),
+# matched against DeviceShareArgs.gpuShareUnsupportedModels
+LABEL_GPU_VENDOR = "node.koordinator.sh/gpu-vendor"
+LABEL_GPU_MODEL = "node.koordinator.sh/gpu-model"
 REASON_ISOLATION_PROVIDER = "GPUIsolationProviderHAMICore not found on the node"
 
 MAX_NODE_SCORE = 100
@@ -73,6 +77,9 @@ DEFAULT_WEIGHTS: Mapping[str, int] = {
 class DeviceShareArgs:
     strategy: ScoringStrategy = ScoringStrategy.LEAST_ALLOCATED
     weights: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    # (vendor, model) of GPUs that cannot be shared: a pod asking for less than a whole card
+    # is filtered out of a node whose gpu-vendor and gpu-model labels name one
+    unsupported_models: frozenset[tuple[str, str]] = frozenset()
 
 
 # -- the pod's request ------------------------------------------------------------------------
@@ -542,6 +549,11 @@ def filter_gpus(
         labels = (node.get("metadata") or {}).get("labels") or {}
         if labels.get(keys.LABEL_GPU_ISOLATION_PROVIDER) != request.isolation_provider:
             return REASON_ISOLATION_PROVIDER, True
+    if request.shared and args.unsupported_models:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        vendor, model = labels.get(LABEL_GPU_VENDOR, ""), labels.get(LABEL_GPU_MODEL, "")
+        if (vendor, model) in args.unsupported_models:
+            return f'model "{model}" of vendor "{vendor}" does not support GPU Share', True
     if gpus is None:
         return None
     return choose_minors(request, gpus, args)[1]

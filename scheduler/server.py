@@ -35,6 +35,7 @@ from koordkube.tlsreload import CertificateReloader
 from scheduler import extender
 from scheduler.audit import BindAudit
 from scheduler.extender import DecisionCache, ExtenderArgsError, ExtenderConfig, ci_get
+from scheduler.metrics import SchedulerMetrics
 from scheduler.state import InformerClusterView
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,19 @@ def _error_reply(verb: str, message: str) -> Any:
     if verb == "filter":
         return {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "Error": message}
     return {"Error": message}
+
+
+def _node_count(message: Any) -> int:
+    """The nodes of ExtenderArgs or ExtenderFilterResult: NodeNames, else the NodeList's
+    items."""
+    if not isinstance(message, dict):
+        return 0
+    names = ci_get(message, "NodeNames")
+    if isinstance(names, list):
+        return len(names)
+    nodes = ci_get(message, "Nodes")
+    items = ci_get(nodes, "Items") if isinstance(nodes, dict) else None
+    return len(items) if isinstance(items, list) else 0
 
 
 def _bind_target(args: Any) -> tuple[str, str, str]:
@@ -153,8 +167,11 @@ class ExtenderServer:
         clock: Callable[[], float] = time.time,
         client_auth: ClientAuth | None = None,
         rate_limiter: RateLimiter | None = None,
+        metrics: SchedulerMetrics | None = None,
     ) -> None:
         self.view, self.clock = view, clock
+        # Koordinator's scheduler_* series and the verbs' durations (scheduler.metrics)
+        self.metrics = metrics if metrics is not None else SchedulerMetrics()
         self.config = config or ExtenderConfig()
         self.cache = DecisionCache()
         self.binder = Binder(api, view, self.config, self.cache, audit=BindAudit(clock=clock))
@@ -209,13 +226,20 @@ class ExtenderServer:
                 args = json.loads(await request.read())
             except ValueError as err:
                 return web.json_response(_error_reply(verb, f"request body is not JSON: {err}"))
-            try:
-                reply = await self._answer(verb, args)
-            except ExtenderArgsError as err:
-                reply = _error_reply(verb, str(err))
-            except Exception as err:  # never a 500 with a traceback: the verb's error field
-                log.exception("%s failed", verb)
-                reply = _error_reply(verb, f"{verb} failed: {type(err).__name__}: {err}")
+            with self.metrics.timed(verb) as status:
+                try:
+                    reply = await self._answer(verb, args)
+                except ExtenderArgsError as err:
+                    reply = _error_reply(verb, str(err))
+                except Exception as err:  # never a 500 with a traceback: the verb's error field
+                    log.exception("%s failed", verb)
+                    reply = _error_reply(verb, f"{verb} failed: {type(err).__name__}: {err}")
+                # prioritize answers an error with an empty list: timed as a success
+                failed = isinstance(reply, dict) and bool(ci_get(reply, "Error"))
+                if failed:
+                    status[0] = "Error"
+            if verb == "filter" and not failed:
+                self.metrics.filtered(_node_count(args), _node_count(reply))
             return web.json_response(reply)
 
         return handle

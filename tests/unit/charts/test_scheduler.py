@@ -226,7 +226,7 @@ def test_scheduler_accepts_the_arguments_and_they_are_the_charts(
     container = scheduler_container(release)
     assert container["command"] == ["koord-scheduler"]
     args = scheduler_args(release)
-    assert int(args.port) == s["port"] == container_port(release, "https")
+    assert int(args.secure_port) == s["port"] == container_port(release, "https")
     assert str(args.url_prefix) == "/" + s["urlPrefix"].strip("/")
     assert str(args.metrics_addr) == f":{s['metrics']['port']}"
     assert container_port(release, "metrics") == s["metrics"]["port"]
@@ -424,7 +424,7 @@ def test_the_service_maps_443_to_the_extender_port(
         {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
     ]
     assert host.port == 443
-    assert container_port(release, "https") == int(scheduler_args(release).port)
+    assert container_port(release, "https") == int(scheduler_args(release).secure_port)
     pod_labels = scheduler_deployment(release)["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "scheduler"
@@ -878,7 +878,7 @@ def test_the_extender_keeps_its_certificate_with_the_charts_secret_and_role(
 
     async def scenario() -> bytes:
         background: list[asyncio.Task[None]] = []
-        keeper = await scheduler_cli.keep_certificate(api.kube_api(), options, background)
+        keeper = await scheduler_cli.keep_certificate(api.kube_api(), options, tmp_path, background)
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
