@@ -83,7 +83,7 @@ KOORDINATOR_KEYS = {
     ],
     ("manager",): ["log", "healthProbe", "resyncPeriod", "hostNetwork", "nodeAffinity"],
     ("manager", "metrics"): ["addr"],
-    ("descheduler",): ["log", "hostNetwork", "nodeAffinity"],
+    ("descheduler",): ["log", "hostNetwork", "nodeAffinity", "monitorEnabled"],
     ("scheduler",): [
         "log",
         "featureGates",

@@ -335,6 +335,7 @@ BUILTIN = tuple(
         ),
         # The Prometheus Operator's, as a cluster with it installed serves them.
         ("monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", True),
+        ("monitoring.coreos.com", "v1", "podmonitors", "PodMonitor", True),
         ("monitoring.coreos.com", "v1", "prometheusrules", "PrometheusRule", True),
     ]
 )

@@ -42,6 +42,32 @@ BALANCING = {
         "port": 10351,
     }
 }
+# Koordinator v1.8.0's chart values (koordinator-sh/charts versions/v1.8.0/values.yaml), its
+# descheduler section with the switches this test turns: a user's values carried over.
+KOORDINATOR = {
+    "descheduler": {
+        "log": {"level": "4"},
+        "replicas": 3,
+        "image": {"repository": "koordinator-sh/koord-descheduler", "tag": "v1.8.0"},
+        "port": 10263,
+        "featureGates": "",
+        "resources": {
+            "limits": {"cpu": "1000m", "memory": "1Gi"},
+            "requests": {"cpu": "500m", "memory": "256Mi"},
+        },
+        "hostNetwork": True,
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["ctl"]}]}
+                ]
+            }
+        },
+        "nodeSelector": {"zone": "z7"},
+        "tolerations": [{"key": "ctl", "operator": "Exists", "effect": "NoSchedule"}],
+        "monitorEnabled": True,
+    }
+}
 RULES = [
     {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
@@ -73,11 +99,12 @@ RULES = [
 def releases() -> dict[str, helm.Release]:
     if not helm.available():
         pytest.fail(helm.INSTALL_HINT, pytrace=False)
-    names = ["default", "balancing", "disabled"]
+    names = ["default", "balancing", "disabled", "koordinator"]
     results = helm.run(
         helm.Render(helm.CHART),
         helm.Render(helm.CHART, BALANCING),
         helm.Render(helm.CHART, {"descheduler": {"enabled": False}}),
+        helm.Render(helm.CHART, KOORDINATOR),
     )
     for name, result in zip(names, results, strict=True):
         assert isinstance(result, helm.Release) and not result.error, (name, result)
@@ -278,3 +305,36 @@ def test_rbac_allows_every_call_the_descheduler_makes(
         assert needed in made, needed
     for verb, path in calls:
         assert permission(verb, path) in allowed, f"{verb} {path} is not allowed"
+
+
+def test_koordinators_descheduler_keys_are_honoured(releases: dict[str, helm.Release]) -> None:
+    release = releases["koordinator"]
+    deployment = release.find("Deployment", "koord-descheduler")
+    spec = deployment["spec"]["template"]["spec"]
+    given = KOORDINATOR["descheduler"]
+    assert deployment["spec"]["replicas"] == given["replicas"]
+    assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert spec["affinity"]["nodeAffinity"] == given["nodeAffinity"]
+    assert "podAntiAffinity" in spec["affinity"]  # the spreading one stays beside it
+    # Helm merges the map over ours (kubernetes.io/os: linux stays)
+    assert given["nodeSelector"].items() <= spec["nodeSelector"].items()
+    assert spec["tolerations"] == given["tolerations"]
+    found = container(release)
+    assert found["resources"] == given["resources"]
+    assert found["image"] == "koordinator-sh/koord-descheduler:v1.8.0"
+    assert "--log-level=debug" in found["args"]  # log.level 4: klog's V(4) is debug
+    assert found["ports"][0]["containerPort"] == given["port"]
+    assert config(release).healthz_bind_address == f"0.0.0.0:{given['port']}"
+    # monitorEnabled: Koordinator's PodMonitor, on the pods' metrics port
+    monitor = release.find("PodMonitor", "koord-descheduler-metrics-podmonitor")
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["path"] == "/metrics"
+    assert endpoint["port"] == found["ports"][0]["name"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= (
+        deployment["spec"]["template"]["metadata"]["labels"].items()
+    )
+    # none of them is named as without effect
+    assert "descheduler." not in release.notes
+    assert not [o for o in releases["default"].objects if o["kind"] == "PodMonitor"]
+    plain = releases["default"].find("Deployment", "koord-descheduler")["spec"]["template"]
+    assert "hostNetwork" not in plain["spec"]
