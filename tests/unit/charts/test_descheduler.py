@@ -44,7 +44,7 @@ BALANCING = {
 }
 # Koordinator v1.8.0's chart values (koordinator-sh/charts versions/v1.8.0/values.yaml), its
 # descheduler section with the switches this test turns: a user's values carried over.
-KOORDINATOR = {
+KOORDINATOR: dict[str, dict[str, Any]] = {
     "descheduler": {
         "log": {"level": "4"},
         "replicas": 3,
