@@ -3,26 +3,24 @@
 ``descheduler_pods_evicted`` is Koordinator v1.8.0's one descheduler metric
 (pkg/descheduler/metrics/metrics.go), a counter with its labels: result ("success" or
 "error"), strategy (the plugin that asked for the migration), namespace and node. Koordinator's
-Go client exports a counter under its plain name, while prometheus_client always adds
-``_total``; so that queries and alerts written for Koordinator work unchanged, this one is kept
-by ``GoCounter`` and written out in the Go client's form (``exposition``). The
-``koord_descheduler_*`` metrics are ours. CENSUS lists Koordinator's series and what became
+Go client exports a counter under its plain name: this one is a koordkube.gometrics
+``GoCounter``, written out in the Go client's form (``exposition``). The ``koord_descheduler_*``
+metrics are ours. CENSUS lists Koordinator's series and what became
 of each (docs/descheduler.md shows it).
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
     disable_created_metrics,
-    generate_latest,
 )
-from prometheus_client.utils import floatToGoString
+
+from koordkube.gometrics import GoCounter, exposition
 
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
@@ -37,58 +35,6 @@ CENSUS: dict[str, tuple[str, tuple[str, ...], str]] = {
         'result "success" or "error" and the job\'s evict trigger as strategy',
     ),
 }
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
-
-
-class _Child:
-    def __init__(self, lock: threading.Lock) -> None:
-        self._lock, self.value = lock, 0.0
-
-    def inc(self, amount: float = 1.0) -> None:
-        with self._lock:
-            self.value += amount
-
-
-class GoCounter:
-    """A labelled counter exported as Koordinator's Go client exports one: ``# TYPE name
-    counter`` and samples named ``name``, without the ``_total`` prometheus_client adds."""
-
-    def __init__(self, name: str, documentation: str, labelnames: Sequence[str]) -> None:
-        self.name, self.documentation = name, documentation
-        self.labelnames = tuple(labelnames)
-        self._lock = threading.Lock()
-        self._children: dict[tuple[str, ...], _Child] = {}
-
-    def labels(self, *values: str) -> _Child:
-        if len(values) != len(self.labelnames):
-            raise ValueError(f"{self.name}: {len(self.labelnames)} label values, got {values}")
-        key = tuple(str(v) for v in values)
-        with self._lock:
-            return self._children.setdefault(key, _Child(self._lock))
-
-    def samples(self) -> list[tuple[dict[str, str], float]]:
-        with self._lock:
-            return [
-                (dict(zip(self.labelnames, key, strict=True)), child.value)
-                for key, child in sorted(self._children.items())
-            ]
-
-    def text(self) -> str:
-        """The family in the Prometheus text format (0.0.4); nothing before a first sample,
-        as the Go client."""
-        samples = self.samples()
-        if not samples:
-            return ""
-        help_text = self.documentation.replace("\\", r"\\").replace("\n", r"\n")
-        lines = [f"# HELP {self.name} {help_text}", f"# TYPE {self.name} counter"]
-        for labels, value in samples:
-            pairs = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
-            number = floatToGoString(value)  # type: ignore[no-untyped-call]
-            lines.append(f"{self.name}{{{pairs}}} {number}")
-        return "\n".join(lines) + "\n"
 
 
 class DeschedulerMetrics:
@@ -158,4 +104,4 @@ class DeschedulerMetrics:
 
     def exposition(self) -> bytes:
         """/metrics' body: Koordinator's series in the Go client's form, then ours."""
-        return self.pods_evicted.text().encode() + generate_latest(self.registry)
+        return exposition(self.registry, [self.pods_evicted])

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from koordapi.features import manager_gates_unfollowed, parse_manager_gates
 from koordapi.settings import flag
@@ -446,7 +446,7 @@ class Manager:
         runner = await serve_probes(
             addr,
             self.synced,
-            lambda: (generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST),
+            lambda: (self.metrics.exposition(), CONTENT_TYPE_LATEST),
             self.admission_audit.routes(),
         )
         log.info("metrics and probes on %s", addr)

@@ -3,7 +3,9 @@
 Koordinator's koord-manager series (pkg/slo-controller/metrics, pkg/webhook/metrics) are
 exported under its names, types and label names where the behaviour exists here, recorded
 where the same things happen (``KOORDINATOR_NOT_MEASURED`` says why the others are not);
-counters end in ``_total``, which the Python client adds. The ``koord_manager_*`` rest is ours.
+its counters are koordkube.gometrics ``GoCounter``s, exported under their plain names as
+Koordinator's Go client does (no ``_total``): ``exposition`` writes /metrics' body. The
+``koord_manager_*`` rest is ours.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from prometheus_client import (
     Histogram,
     disable_created_metrics,
 )
+
+from koordkube.gometrics import GoCounter, exposition
 
 # Koordinator's Go client exports no *_created series: neither do we (dashboards and recording
 # rules written for Koordinator see the same series).
@@ -77,41 +81,35 @@ class ManagerMetrics:
             registry=self.registry,
         )
         # -- Koordinator's series (pkg/slo-controller/metrics, pkg/webhook/metrics) ------------
-        self.node_resource_reconcile_count = Counter(
+        self.node_resource_reconcile_count = GoCounter(
             "slo_controller_node_resource_reconcile_count",
             "the status count of reconciling node resource",
             ["status", "reason"],
-            registry=self.registry,
         )
-        self.nodemetric_reconcile_count = Counter(
+        self.nodemetric_reconcile_count = GoCounter(
             "slo_controller_nodemetric_reconcile_count",
             "the status count of reconciling NodeMetric",
             ["status", "reason"],
-            registry=self.registry,
         )
-        self.nodemetric_spec_parse_count = Counter(
+        self.nodemetric_spec_parse_count = GoCounter(
             "slo_controller_nodemetric_spec_parse_count",
             "the count of parsing NodeMetric spec",
             ["status", "reason"],
-            registry=self.registry,
         )
-        self.nodeslo_reconcile_count = Counter(
+        self.nodeslo_reconcile_count = GoCounter(
             "slo_controller_nodeslo_reconcile_count",
             "the status count of reconciling NodeSLO",
             ["status", "reason"],
-            registry=self.registry,
         )
-        self.nodeslo_spec_parse_count = Counter(
+        self.nodeslo_spec_parse_count = GoCounter(
             "slo_controller_nodeslo_spec_parse_count",
             "the count of parsing NodeSLO spec",
             ["status", "reason"],
-            registry=self.registry,
         )
-        self.node_resource_run_plugin_status = Counter(
+        self.node_resource_run_plugin_status = GoCounter(
             "slo_controller_node_resource_run_plugin_status",
             "the status count of running node resource plugins",
             ["plugin", "status", "reason"],
-            registry=self.registry,
         )
         self.node_extended_resource_allocatable_internal = Gauge(
             "slo_controller_node_extended_resource_allocatable_internal",
@@ -193,3 +191,8 @@ class ManagerMetrics:
             ["webhook_type", "object_type", "operation", "decision"],
             registry=self.registry,
         )
+
+    def exposition(self) -> bytes:
+        """/metrics' body: Koordinator's counters in the Go client's form, then the rest."""
+        counters = [v for v in vars(self).values() if isinstance(v, GoCounter)]
+        return exposition(self.registry, counters)

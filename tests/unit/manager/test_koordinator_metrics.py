@@ -9,11 +9,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import generate_latest
 from prometheus_client.metrics import MetricWrapperBase
-from prometheus_client.parser import text_string_to_metric_families
 
 from koordapi import keys
+from koordkube.gometrics import GoCounter
 from manager.metrics import KOORDINATOR_NOT_MEASURED, ManagerMetrics
 from manager.webhooks.admission import AdmissionResponse, parse_review
 from manager.webhooks.audit import AdmissionAudit
@@ -26,7 +25,7 @@ STATUS = ("status", "reason")
 # Every metric of Koordinator v1.8.0's koord-manager, as its Go code declares it (type and
 # label names): pkg/slo-controller/metrics/common.go and node_resource.go (subsystem
 # slo_controller), pkg/webhook/metrics/webhook_duration.go and elasticquota.go (subsystem
-# koord_manager_webhook). Go counters have no _total suffix; the Python client adds one.
+# koord_manager_webhook). Go counters have no _total suffix, and neither have ours.
 UPSTREAM: dict[str, tuple[str, tuple[str, ...]]] = {
     "slo_controller_node_resource_reconcile_count": ("counter", STATUS),
     "slo_controller_nodemetric_reconcile_count": ("counter", STATUS),
@@ -52,6 +51,8 @@ def registered(metrics: ManagerMetrics) -> dict[str, tuple[str, tuple[str, ...]]
     for value in vars(metrics).values():
         if isinstance(value, MetricWrapperBase):
             out[str(value._name)] = (str(value._type), tuple(value._labelnames))
+        elif isinstance(value, GoCounter):
+            out[value.name] = ("counter", value.labelnames)
     return out
 
 
@@ -87,13 +88,20 @@ def test_the_docs_census_says_what_the_code_does() -> None:
             assert cell.startswith("exported"), name
 
 
+SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
 def samples(metrics: ManagerMetrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    text = generate_latest(metrics.registry).decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+    """/metrics' samples by the names written (prometheus_client's parser would add _total to
+    a counter's samples)."""
+    out: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
+    for line in metrics.exposition().decode().splitlines():
+        found = SAMPLE.match(line)
+        if found:
+            name, labels, number = found.groups()
+            out[(name, frozenset(LABEL.findall(labels or "")))] = float(number)
+    return out
 
 
 def value(metrics: ManagerMetrics, name: str, **labels: str) -> float | None:
@@ -118,7 +126,7 @@ def test_the_controllers_record_koordinators_series() -> None:
                 lambda: (
                     value(
                         m,
-                        "slo_controller_nodeslo_reconcile_count_total",
+                        "slo_controller_nodeslo_reconcile_count",
                         status="succeeded",
                         reason="createNodeSLO",
                     )
@@ -129,7 +137,7 @@ def test_the_controllers_record_koordinators_series() -> None:
                 lambda: (
                     value(
                         m,
-                        "slo_controller_nodemetric_reconcile_count_total",
+                        "slo_controller_nodemetric_reconcile_count",
                         status="succeeded",
                         reason="updateNodeMetric",
                     )
@@ -140,7 +148,7 @@ def test_the_controllers_record_koordinators_series() -> None:
                 lambda: (
                     value(
                         m,
-                        "slo_controller_node_resource_reconcile_count_total",
+                        "slo_controller_node_resource_reconcile_count",
                         status="succeeded",
                         reason="updateNodeStatus",
                     )
@@ -153,7 +161,7 @@ def test_the_controllers_record_koordinators_series() -> None:
                 lambda: (
                     value(
                         m,
-                        "slo_controller_nodeslo_reconcile_count_total",
+                        "slo_controller_nodeslo_reconcile_count",
                         status="succeeded",
                         reason="deleteNodeSLO",
                     )
@@ -165,7 +173,7 @@ def test_the_controllers_record_koordinators_series() -> None:
                     (
                         value(
                             m,
-                            "slo_controller_node_resource_reconcile_count_total",
+                            "slo_controller_node_resource_reconcile_count",
                             status="failed",
                             reason="reconcileNodeNotFound",
                         )
@@ -182,11 +190,11 @@ def test_the_controllers_record_koordinators_series() -> None:
     def at(where: dict[Any, float], name: str, **labels: str) -> float | None:
         return where.get((name, frozenset(labels.items())))
 
-    parse = "slo_controller_nodeslo_spec_parse_count_total"
+    parse = "slo_controller_nodeslo_spec_parse_count"
     assert (at(before, parse, status="failed", reason="getResourceQOSSpec") or 0) >= 1
     assert (at(before, parse, status="succeeded", reason="getCPUBurstConfigSpec") or 0) >= 1
     assert at(before, parse, status="failed", reason="getCPUBurstConfigSpec") is None
-    plugins = "slo_controller_node_resource_run_plugin_status_total"
+    plugins = "slo_controller_node_resource_run_plugin_status"
     for plugin in ("BatchResource", "MidResource"):
         assert (
             at(before, plugins, plugin=plugin, status="succeeded", reason="ResourceCalculate") or 0
