@@ -68,19 +68,37 @@ app.kubernetes.io/component: koordlet
 {{- end -}}
 {{- end -}}
 
-{{/* koordlet: "repository:tag", the tag defaulting to the chart's appVersion. */}}
-{{- define "koordinator-py.koordlet.image" -}}
-{{- $image := .Values.koordlet.image -}}
-{{- include "koordinator-py.registry" (list . (printf "%s:%s" $image.repository (default .Chart.AppVersion ($image.tag | toString)))) -}}
+{{/* The image the Containerfile builds, which every component runs unless told otherwise. */}}
+{{- define "koordinator-py.defaultRepository" -}}
+koordinator-py/koordlet
 {{- end -}}
 
 {{/*
-An image reference under Koordinator's imageRepositoryHost when it is set (its chart writes
-HOST/REPOSITORY:TAG): (list root "repository:tag").
+A component's image, (list root IMAGE): its repository, else koordlet's, else the chart's own
+image (koordinator-py.defaultRepository); its tag, else koordlet's, else the chart's appVersion.
+Koordinator's imageRepositoryHost goes in front of a repository the user gave (its chart
+renders HOST/REPOSITORY:TAG), never in front of the chart's own image name: Koordinator's
+default host (registry.cn-beijing.aliyuncs.com) has no koordinator-py images.
 */}}
-{{- define "koordinator-py.registry" -}}
-{{- $host := (index . 0).Values.imageRepositoryHost | default "" | trimSuffix "/" -}}
-{{- if $host -}}{{ printf "%s/%s" $host (index . 1) }}{{- else -}}{{ index . 1 }}{{- end -}}
+{{- define "koordinator-py.image" -}}
+{{- $root := index . 0 -}}
+{{- $image := index . 1 | default dict -}}
+{{- $koordlet := $root.Values.koordlet.image -}}
+{{- $repository := default ($koordlet.repository | default "") ($image.repository | default "") -}}
+{{- $tag := default (default $root.Chart.AppVersion ($koordlet.tag | toString)) ($image.tag | toString) -}}
+{{- $host := $root.Values.imageRepositoryHost | default "" | trimSuffix "/" -}}
+{{- if not $repository -}}
+{{- printf "%s:%s" (include "koordinator-py.defaultRepository" $root) $tag -}}
+{{- else if $host -}}
+{{- printf "%s/%s:%s" $host $repository $tag -}}
+{{- else -}}
+{{- printf "%s:%s" $repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* koordlet: its image (koordinator-py.image). */}}
+{{- define "koordinator-py.koordlet.image" -}}
+{{- include "koordinator-py.image" (list . .Values.koordlet.image) -}}
 {{- end -}}
 
 {{/*
@@ -146,13 +164,9 @@ app.kubernetes.io/component: manager
 {{- end -}}
 {{- end -}}
 
-{{/* manager: "repository:tag", each part defaulting to koordlet's (the same image). */}}
+{{/* manager: its image, each part defaulting to koordlet's (the same image). */}}
 {{- define "koordinator-py.manager.image" -}}
-{{- $image := .Values.manager.image -}}
-{{- $koordlet := .Values.koordlet.image -}}
-{{- $repository := default $koordlet.repository $image.repository -}}
-{{- $tag := default (default .Chart.AppVersion ($koordlet.tag | toString)) ($image.tag | toString) -}}
-{{- include "koordinator-py.registry" (list . (printf "%s:%s" $repository $tag)) -}}
+{{- include "koordinator-py.image" (list . .Values.manager.image) -}}
 {{- end -}}
 
 {{/* manager: the webhook Service, whose DNS names the serving certificate carries. */}}
@@ -314,13 +328,9 @@ app.kubernetes.io/component: scheduler
 {{- end -}}
 {{- end -}}
 
-{{/* scheduler: "repository:tag", each part defaulting to koordlet's (the same image). */}}
+{{/* scheduler: its image, each part defaulting to koordlet's (the same image). */}}
 {{- define "koordinator-py.scheduler.image" -}}
-{{- $image := .Values.scheduler.image -}}
-{{- $koordlet := .Values.koordlet.image -}}
-{{- $repository := default $koordlet.repository $image.repository -}}
-{{- $tag := default (default .Chart.AppVersion ($koordlet.tag | toString)) ($image.tag | toString) -}}
-{{- include "koordinator-py.registry" (list . (printf "%s:%s" $repository $tag)) -}}
+{{- include "koordinator-py.image" (list . .Values.scheduler.image) -}}
 {{- end -}}
 
 {{/* scheduler: the Secret with tls.crt and tls.key. */}}
@@ -565,13 +575,9 @@ app.kubernetes.io/component: descheduler
 {{- end -}}
 {{- end -}}
 
-{{/* descheduler: "repository:tag", each part defaulting to koordlet's (the same image). */}}
+{{/* descheduler: its image, each part defaulting to koordlet's (the same image). */}}
 {{- define "koordinator-py.descheduler.image" -}}
-{{- $image := .Values.descheduler.image -}}
-{{- $koordlet := .Values.koordlet.image -}}
-{{- $repository := default $koordlet.repository $image.repository -}}
-{{- $tag := default (default .Chart.AppVersion ($koordlet.tag | toString)) ($image.tag | toString) -}}
-{{- include "koordinator-py.registry" (list . (printf "%s:%s" $repository $tag)) -}}
+{{- include "koordinator-py.image" (list . .Values.descheduler.image) -}}
 {{- end -}}
 
 {{/* descheduler: its configuration's ConfigMap, key and folder (Koordinator's names). */}}

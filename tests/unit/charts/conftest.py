@@ -48,63 +48,11 @@ CUSTOM_SCHEDULER_AFFINITY = {
 # scheduler.certificates).
 EXISTING_CA_PEM = trustme.CA().cert_pem.bytes().decode()
 
-# Koordinator v1.8.0's values.yaml, its defaults, for every key this chart takes (written out
-# here): what a Koordinator user's values file holds. Its image keys are left out (they name
-# Koordinator's images), and so are the keys this chart refuses (koordinator-keys.yaml).
-KOORDINATOR_VALUES: Mapping[str, Any] = {
-    "crds": {
-        "managed": True,
-        "clustercolocationprofiles": True,
-        "devices": True,
-        "elasticquotaprofiles": True,
-        "elasticquotas": True,
-        "nodemetrics": True,
-        "nodeslos": True,
-        "noderesourcetopologies": True,
-        "recommendations": True,
-        "reservations": True,
-        "podgroups": True,
-        "podmigrationjobs": True,
-        "clusternetworktopologies": True,
-        "scheduleexplanations": True,
-    },
-    "featureGates": "",
-    "imageRepositoryHost": "registry.cn-beijing.aliyuncs.com",
-    "koordlet": {
-        "resources": {
-            "limits": {"cpu": "200m", "memory": "256Mi"},
-            "requests": {"cpu": "0", "memory": "0"},
-        },
-        "features": "",
-        "log": {"level": "4"},
-        "runtimeClassName": "",
-        "metrics": {"port": 9316},
-    },
-    "manager": {
-        "log": {"level": "4"},
-        "replicas": 2,
-        "webhook": {"port": 9876},
-        "metrics": {"port": 8080},
-        "healthProbe": {"port": 8000},
-        "resyncPeriod": "0",
-        "resources": {
-            "limits": {"cpu": "1000m", "memory": "1Gi"},
-            "requests": {"cpu": "500m", "memory": "256Mi"},
-        },
-        "nodeSelector": {},
-        "tolerations": [],
-    },
-    "scheduler": {
-        "log": {"level": "4"},
-        "replicas": 2,
-        "resources": {
-            "limits": {"cpu": "1000m", "memory": "1Gi"},
-            "requests": {"cpu": "500m", "memory": "256Mi"},
-        },
-        "nodeSelector": {},
-        "tolerations": [],
-    },
-}
+# Koordinator v1.8.0's values.yaml, every key with its default (tests/data, written out from
+# its chart): what a Koordinator user's values file holds, its image keys naming Koordinator's
+# images.
+KOORDINATOR_VALUES_FILE = helm.ROOT / "tests" / "data" / "koordinator-v1.8-values.yaml"
+KOORDINATOR_VALUES: Mapping[str, Any] = yaml.safe_load(KOORDINATOR_VALUES_FILE.read_text())
 
 # Values per scenario, merged by Helm over the chart's values.yaml.
 SCENARIOS: Mapping[str, Mapping[str, Any]] = {

@@ -46,6 +46,8 @@ HOST_MOUNTS = {
     "/var/run/nri": "/host-var-run/nri",
     "/var/run/containerd": "/host-var-run/containerd",
     "/var/lib/koordlet": "/var/lib/koordlet",
+    # the metric cache (koordlet.hostDirs.koordletTSDBDir), at Koordinator's path
+    "/var/lib/koordlet/metric-data/": "/metric-data/",
     "/dev": "/dev",
 }
 # koordlet.ebpf.enabled: tracefs where bcc looks for it, the kernel headers bcc compiles with.
@@ -114,6 +116,8 @@ def mounts(release: helm.Release) -> dict[str, dict[str, Any]]:
     volumes = {v["name"]: v["hostPath"] for v in pod["volumes"] if "hostPath" in v}
     found = {}
     for mount in koordlet_container(release)["volumeMounts"]:
+        if mount["name"] not in volumes:
+            continue  # not the host's (the metric cache's tmpfs)
         host = volumes[mount["name"]]
         found[host["path"]] = {
             "mountPath": mount["mountPath"],

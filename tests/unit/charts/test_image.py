@@ -82,5 +82,9 @@ def test_exposed_port_is_koordlets_and_the_charts() -> None:
     port = values["koordlet"]["metrics"]["port"]
     assert instructions("EXPOSE") == [str(port)]
     assert build_parser().parse_args([]).addr == f":{port}"
-    repository = values["koordlet"]["image"]["repository"]
-    assert f"-t {repository}:" in CONTAINERFILE
+    # the chart's own image (koordlet.image.repository empty), as the Containerfile tags it
+    assert values["koordlet"]["image"]["repository"] == ""
+    helpers = (helm.CHART / "templates" / "_helpers.tpl").read_text()
+    found = re.search(r'define "koordinator-py\.defaultRepository" -\}\}\n(\S+)\n', helpers)
+    assert found, "_helpers.tpl defines koordinator-py.defaultRepository"
+    assert f"-t {found.group(1)}:" in CONTAINERFILE

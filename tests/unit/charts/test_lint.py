@@ -207,7 +207,8 @@ def test_koordinators_values_install_what_koordinators_chart_would(
         "devices.scheduling.koordinator.sh",
     }
     (container,) = release.find("DaemonSet", "koordlet")["spec"]["template"]["spec"]["containers"]
-    assert container["image"].startswith("registry.cn-beijing.aliyuncs.com/")
+    # the repository given, behind imageRepositoryHost, as Koordinator's chart renders it
+    assert container["image"] == "registry.cn-beijing.aliyuncs.com/koordinator-sh/koordlet:v1.8.0"
     assert "--log-level=debug" in container["args"]  # klog's 4
     assert release.find("Deployment", "koord-manager")["spec"]["replicas"] == 2
 
