@@ -45,6 +45,8 @@ KOORDLET_AFFINITY = {
         }
     }
 }
+# Koordinator's chart leaves out the webhooks whose gates these turn off.
+GATES_OFF = "PodMutatingWebhook=false, PodValidatingWebhook=False,ConfigMapValidatingWebhook=false"
 TOLERATIONS = [{"key": "node.example.org/ctl", "operator": "Exists", "effect": "NoExecute"}]
 
 # Koordinator's keys with values other than its defaults, over its file.
@@ -101,7 +103,7 @@ COVERED = {
     **{f"crds.{k}": "test_crds" for k in KOORDINATOR_VALUES["crds"]},
     "installation.namespace": "test_installation_keys_are_named",
     "installation.roleListGroups": "test_installation_keys_are_named",
-    "featureGates": "test_manager_takes_koordinators_keys",
+    "featureGates": "test_feature_gates_switch_the_webhooks",
     "imageRepositoryHost": "test_images_are_what_koordinators_chart_renders",
     "imagePullSecrets": "test_image_pull_secrets",
     "koordlet.image.repository": "test_images_are_what_koordinators_chart_renders",
@@ -174,6 +176,7 @@ def releases() -> dict[str, helm.Release]:
             KOORDINATOR_VALUES, {"koordlet": {"nodeAffinity": MANAGER_NODE_AFFINITY}}
         ),
         "all-optional": ALL_OPTIONAL,
+        "gates-off": helm.merge_values(KOORDINATOR_VALUES, {"featureGates": GATES_OFF}),
     }
     results = helm.run(*(helm.Render(helm.CHART, values) for values in renders.values()))
     found = {}
@@ -490,3 +493,19 @@ def test_service_account_annotations(releases: dict[str, helm.Release]) -> None:
     assert "annotations" not in accounts["koordlet"]["metadata"]
     default = releases["koordinator"].find("ServiceAccount", "koord-manager")
     assert "annotations" not in default["metadata"]
+
+
+def test_feature_gates_switch_the_webhooks(releases: dict[str, helm.Release]) -> None:
+    # koord-manager's --feature-gates, as written
+    args = pod(releases["gates-off"], "Deployment", "koord-manager")["containers"][0]["args"]
+    assert f"--feature-gates={GATES_OFF}" in args
+    # the configurations stay (koord-manager keeps their caBundle), without those webhooks
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        assert releases["gates-off"].find(kind)["webhooks"] == []
+    # empty (Koordinator's default) or =true: every webhook
+    for name in ("koordinator", "unusual"):
+        assert set(webhooks(releases[name])) == {
+            "mpod.koordinator.sh",
+            "vpod.koordinator.sh",
+            "vconfigmap.koordinator.sh",
+        }
