@@ -51,6 +51,8 @@ RANGES: dict[tuple[str, ...], dict[str, Any]] = {
     ("rateLimit", "burst"): {"type": "integer", "minimum": 1},
     ("rateLimit", "perClientBurst"): {"type": "integer", "minimum": 1},
     ("webhook", "timeoutSeconds"): {"type": "integer", "minimum": 1, "maximum": 30},
+    # Koordinator's plain-HTTP port; null (the default) or 0: scheduler.metrics.port
+    ("scheduler", "port"): {"type": ["integer", "null"], "minimum": 0, "maximum": 65535},
 }
 # Koordinator's chart keys (v1.8) that ours does not have, by parent path.
 KOORDINATOR_KEYS = {

@@ -30,8 +30,9 @@ KOORDINATOR_NAMES = {
     ("ClusterRoleBinding", "koordlet-rolebinding"),
     ("Service", "koordlet-service"),
     ("ServiceMonitor", "koordlet-service-monitor"),
-    # Koordinator's pod-monitors template (descheduler.monitorEnabled, or monitoring's)
+    # Koordinator's pod-monitors template (its monitorEnabled keys, or monitoring's)
     ("PodMonitor", "koord-descheduler-metrics-podmonitor"),
+    ("PodMonitor", "koord-scheduler-metrics-podmonitor"),
     ("Deployment", "koord-manager"),
     ("ServiceAccount", "koord-manager"),
     ("ClusterRole", "koord-manager-role"),
@@ -149,6 +150,7 @@ def test_objects_are_named_as_koordinators_chart_names_them(
         ("ConfigMap", "koordlet-dashboard"),
         ("PrometheusRule", "koordlet-rules"),
         ("PodMonitor", "koord-descheduler-metrics-podmonitor"),
+        ("PodMonitor", "koord-scheduler-metrics-podmonitor"),
     }
     everything = KOORDINATOR_NAMES | OUR_NAMES
     assert names_of(outcomes["default"].release) == everything - monitoring_only

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import datetime
 import io
+import logging
 import ssl
 import tomllib
 from collections.abc import Mapping
@@ -226,10 +227,12 @@ def test_scheduler_accepts_the_arguments_and_they_are_the_charts(
     container = scheduler_container(release)
     assert container["command"] == ["koord-scheduler"]
     args = scheduler_args(release)
-    assert int(args.secure_port) == s["port"] == container_port(release, "https")
+    assert int(args.secure_port) == s["securePort"] == container_port(release, "https")
     assert str(args.url_prefix) == "/" + s["urlPrefix"].strip("/")
-    assert str(args.metrics_addr) == f":{s['metrics']['port']}"
-    assert container_port(release, "metrics") == s["metrics"]["port"]
+    # Koordinator's port, where given, else ours: where the process serves the probes
+    probes = scheduler_cli.probes_address(scheduler_cli.options_from_args(args))
+    assert probes.rpartition(":")[2] == str(container_port(release, "metrics"))
+    assert container_port(release, "metrics") == (s["port"] or s["metrics"]["port"])
     assert str(args.log_level) == s["logLevel"]
     if not s["extraArgs"]:
         assert args.kubeconfig is None  # in-cluster
@@ -298,7 +301,11 @@ def test_the_loadaware_arguments_are_the_load_aware_config_file(
     assert mount["readOnly"] is True
     (volume,) = [v for v in pod_spec(release)["volumes"] if v["name"] == mount["name"]]
     config_map = release.find("ConfigMap", volume["configMap"]["name"])
-    assert set(config_map["data"]) == {path.name}
+    # beside it, the --config file only where Koordinator's scheduler.deviceShare is given
+    config = scheduler_args(release).config
+    assert set(config_map["data"]) == {path.name} | (
+        {PurePosixPath(config).name} if config else set()
+    )
     loaded = yaml.safe_load(config_map["data"][path.name])
     assert loaded == wanted
     LoadAwareArgs.from_koordinator(loaded)  # raises on what LoadAware would refuse
@@ -374,6 +381,9 @@ def test_custom_values_reach_the_scheduler(outcomes: dict[str, Outcome]) -> None
     args = scheduler_args(release)
     assert str(args.kubeconfig) == "/etc/kube/config"
     assert str(args.url_prefix) == "/koord/extender"  # slashes normalised
+    # port is Koordinator's plain-HTTP port: it takes metrics.port's place
+    assert args.port == 9443 == container_port(release, "metrics")
+    assert container_port(release, "https") == CHART_VALUES["scheduler"]["securePort"]
     assert {"name": "PYTHONFAULTHANDLER", "value": "1"} in container["env"]
     assert deployment["spec"]["replicas"] == 3
     assert pod["tolerations"] == CUSTOM_TOLERATIONS
@@ -390,7 +400,6 @@ def test_custom_values_reach_the_scheduler(outcomes: dict[str, Outcome]) -> None
     assert extender["tlsConfig"]["serverName"] == server_name
     assert (extender["weight"], extender["httpTimeout"], extender["ignorable"]) == (3, "2s", True)
     assert "bindVerb" not in extender
-    assert container_port(release, "https") == 9443
     cert = load_pem(release.find("Secret", f"qos-{SCHEDULER_CERTS}")["data"]["tls.crt"])
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert f"{server_name}.example.internal" in names.get_values_for_type(x509.DNSName)
@@ -908,3 +917,205 @@ def test_the_extender_keeps_its_certificate_with_the_charts_secret_and_role(
     for verb, path in calls:
         assert path == f"/api/v1/namespaces/{NAMESPACE}/secrets/{name}", path
         assert verb in rule["verbs"] and rule["resourceNames"] == [name]
+
+
+# -- Koordinator's scheduler keys --------------------------------------------------------------
+
+# Koordinator v1.8.0's chart values (koordinator-sh/charts versions/v1.8.0/values.yaml), its
+# scheduler section with other values than its defaults: a user's values carried over.
+KOORDINATOR: dict[str, Any] = {
+    "scheduler": {
+        "log": {"level": "5"},
+        "replicas": 3,
+        "image": {"repository": "koordinator-sh/koord-scheduler", "tag": "v1.8.0"},
+        "port": 10263,
+        "featureGates": "SyncBarrier=true,ResizePod=true",
+        # Kubernetes 1.22's and older's (the render's is 1.31): unread, as in Koordinator's
+        "compatible122FeatureGates": "CompatibleCSIStorageCapacity=true",
+        "compatibleBelow122FeatureGates": "DisableCSIStorageCapacityInformer=true",
+        "enableJobPreemption": True,
+        "deviceShare": {
+            "gpuShareUnsupportedModels": [
+                {"vendor": "huawei", "model": "Ascend-310P3-300I-DUO"},
+                {"vendor": "acme", "model": "X-17"},
+            ]
+        },
+        "resources": {
+            "limits": {"cpu": "1300m", "memory": "3Gi"},
+            "requests": {"cpu": "700m", "memory": "384Mi"},
+        },
+        "hostNetwork": True,
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["sched"]}]}
+                ]
+            }
+        },
+        "nodeSelector": {"zone": "z9"},
+        "tolerations": [{"key": "sched", "operator": "Exists", "effect": "NoSchedule"}],
+        "monitorEnabled": True,
+    }
+}
+
+
+@pytest.fixture(scope="module")
+def koordinator() -> dict[str, helm.Release]:
+    """Koordinator's keys; enableJobPreemption false with an empty deviceShare and port 0;
+    port and securePort the same."""
+    cases: dict[str, helm.Render] = {
+        "koordinator": helm.Render(helm.CHART, KOORDINATOR),
+        "no-job-preemption": helm.Render(
+            helm.CHART,
+            {"scheduler": {"enableJobPreemption": False, "deviceShare": {}, "port": 0}},
+        ),
+        "one-port": helm.Render(helm.CHART, {"scheduler": {"port": 10443}}),
+    }
+    results = helm.run(*cases.values())
+    assert all(isinstance(r, helm.Release) for r in results)
+    return dict(zip(cases, cast(list[helm.Release], results), strict=True))
+
+
+def mounted_file(release: helm.Release, path: str) -> str:
+    """The text of the ConfigMap file the scheduler container sees at ``path``."""
+    folder = PurePosixPath(path).parent
+    (mount,) = [
+        m
+        for m in scheduler_container(release)["volumeMounts"]
+        if PurePosixPath(m["mountPath"]) == folder
+    ]
+    (volume,) = [v for v in pod_spec(release)["volumes"] if v["name"] == mount["name"]]
+    data = release.find("ConfigMap", volume["configMap"]["name"])["data"]
+    return cast(str, data[PurePosixPath(path).name])
+
+
+def test_koordinators_scheduler_keys_are_honoured(koordinator: dict[str, helm.Release]) -> None:
+    release = koordinator["koordinator"]
+    assert not release.error, release.error
+    given = KOORDINATOR["scheduler"]
+    deployment = release.find("Deployment", SCHEDULER)
+    pod = pod_spec(release)
+    container = scheduler_container(release)
+    assert deployment["spec"]["replicas"] == given["replicas"]
+    assert container["image"] == "koordinator-sh/koord-scheduler:v1.8.0"
+    assert container["resources"] == given["resources"]
+    assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert pod["affinity"]["nodeAffinity"] == given["nodeAffinity"]
+    assert "podAntiAffinity" in pod["affinity"]  # the spreading one stays beside it
+    # Helm merges the map over ours (kubernetes.io/os: linux stays)
+    assert given["nodeSelector"].items() <= pod["nodeSelector"].items()
+    assert pod["tolerations"] == given["tolerations"]
+    args = scheduler_args(release)
+    assert args.log_level == "debug"  # log.level 5: klog's V(4) and above is debug
+    # port: Koordinator's plain-HTTP healthz and metrics port, which the probes use
+    assert args.port == given["port"] == container_port(release, "metrics")
+    options = scheduler_cli.options_from_args(args)
+    assert scheduler_cli.probes_address(options) == f"0.0.0.0:{given['port']}"
+    assert container["readinessProbe"]["httpGet"]["port"] == "metrics"
+    assert container_port(release, "https") == CHART_VALUES["scheduler"]["securePort"]
+    # featureGates reach koord-scheduler, which names those on at start-up; the 1.22 ones not
+    said = options.feature_gates.unimplemented()
+    assert {"SyncBarrier", "ResizePod"} <= said.keys()
+    assert not options.feature_gates.enabled("CompatibleCSIStorageCapacity")
+    assert not options.feature_gates.enabled("DisableCSIStorageCapacityInformer")
+
+
+def test_koordinators_device_share_args_reach_the_extender(
+    koordinator: dict[str, helm.Release], tmp_path: Path
+) -> None:
+    """The files the container sees, read by koord-scheduler's own start-up: DeviceShareArgs
+    from --config, the LoadAware arguments still from scheduler.loadAware."""
+    release = koordinator["koordinator"]
+    options = scheduler_cli.options_from_args(scheduler_args(release))
+    assert options.config and options.load_aware_config
+    local = {}
+    for flag_value in (options.config, options.load_aware_config):
+        path = tmp_path / PurePosixPath(flag_value).name
+        path.write_text(mounted_file(release, flag_value))
+        local[flag_value] = str(path)
+    local_options = dataclasses.replace(
+        options,
+        config=local[options.config],
+        load_aware_config=local[options.load_aware_config],
+    )
+    config = scheduler_cli.plugin_config(local_options, logging.getLogger("test"))
+    models = KOORDINATOR["scheduler"]["deviceShare"]["gpuShareUnsupportedModels"]
+    assert config.extender.deviceshare.unsupported_models == {
+        (m["vendor"], m["model"]) for m in models
+    }
+    assert config.taken == ("DeviceShareArgs (profile koord-scheduler)",)
+    assert config.scheduler_name == CHART_VALUES["scheduler"]["kubeScheduler"]["schedulerName"]
+    # the LoadAware arguments are scheduler.loadAware's, as without deviceShare
+    loadaware = CHART_VALUES["scheduler"]["loadAware"]
+    assert config.extender.loadaware.cpu_threshold == loadaware["usageThresholds"]["cpu"]
+    assert (
+        config.extender.loadaware.node_metric_expiration_seconds
+        == (loadaware["nodeMetricExpirationSeconds"])
+    )
+
+
+def test_koordinators_monitor_scrapes_the_extenders_metrics_port(
+    koordinator: dict[str, helm.Release], default: helm.Release
+) -> None:
+    release = koordinator["koordinator"]
+    monitor = release.find("PodMonitor", "koord-scheduler-metrics-podmonitor")
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["path"] == "/metrics"
+    assert endpoint["port"] in {p["name"] for p in scheduler_container(release)["ports"]}
+    assert container_port(release, endpoint["port"]) == KOORDINATOR["scheduler"]["port"]
+    labels = release.find("Deployment", SCHEDULER)["spec"]["template"]["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert not [m for m in default.all("PodMonitor") if "scheduler" in m["metadata"]["name"]]
+
+
+def test_the_kube_scheduler_goes_where_koordinators_node_affinity_says(
+    koordinator: dict[str, helm.Release], default: helm.Release
+) -> None:
+    """Koordinator's koord-scheduler is the kube-scheduler and the extender here: nodeAffinity
+    places both, as nodeSelector and tolerations do; hostNetwork is the extender's only."""
+    given = KOORDINATOR["scheduler"]
+    pod = koordinator["koordinator"].find("Deployment", KUBE_SCHEDULER)["spec"]["template"]["spec"]
+    assert pod["affinity"] == {"nodeAffinity": given["nodeAffinity"]}
+    assert pod["tolerations"] == given["tolerations"]
+    assert given["nodeSelector"].items() <= pod["nodeSelector"].items()
+    assert "hostNetwork" not in pod
+    plain = default.find("Deployment", KUBE_SCHEDULER)["spec"]["template"]["spec"]
+    assert "affinity" not in plain
+
+
+def test_only_job_preemption_is_named_as_without_effect(
+    koordinator: dict[str, helm.Release],
+) -> None:
+    notes = koordinator["koordinator"].notes
+    (line,) = [line for line in notes.splitlines() if line.startswith("- scheduler.")]
+    assert line.startswith("- scheduler.enableJobPreemption: ")
+    assert "DefaultPreemption" in line
+    # false is what kube-scheduler does here: honoured, so not named
+    release = koordinator["no-job-preemption"]
+    assert not release.error, release.error
+    assert "scheduler.enableJobPreemption" not in release.notes
+
+
+def test_without_koordinators_keys_the_scheduler_is_as_before(
+    koordinator: dict[str, helm.Release], default: helm.Release
+) -> None:
+    """Not given (or given as their defaults: an empty deviceShare, port 0), Koordinator's keys
+    change nothing: ours serve the probes, no --config, no gates, the pod network."""
+    for release in (default, koordinator["no-job-preemption"]):
+        args = scheduler_args(release)
+        assert args.port is None and args.config is None
+        assert str(args.metrics_addr) == f":{CHART_VALUES['scheduler']['metrics']['port']}"
+        assert container_port(release, "metrics") == CHART_VALUES["scheduler"]["metrics"]["port"]
+        assert not any(
+            a.startswith("--feature-gates") for a in scheduler_container(release)["args"]
+        )
+        assert "hostNetwork" not in pod_spec(release)
+        assert "nodeAffinity" not in pod_spec(release)["affinity"]
+        config_map = release.find("ConfigMap", "koord-scheduler-loadaware-config")
+        assert list(config_map["data"]) == ["loadaware.yaml"]
+
+
+def test_the_same_port_twice_is_refused(koordinator: dict[str, helm.Release]) -> None:
+    error = koordinator["one-port"].error
+    assert "scheduler.port" in error and "scheduler.securePort" in error
