@@ -429,6 +429,8 @@ def test_the_service_maps_443_to_the_extender_port(
     service = release.find("Service", service_name)
     assert service["metadata"]["namespace"] == namespace == NAMESPACE
     assert service["spec"]["type"] == "ClusterIP"
+    # one kube-scheduler's calls all reach one replica, whose decisions count at once
+    assert service["spec"]["sessionAffinity"] == "ClientIP"
     assert service["spec"]["ports"] == [
         {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
     ]
