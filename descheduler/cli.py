@@ -190,10 +190,7 @@ _NOTE = re.compile(r"^ignored --(?P<flag>[\w.-]+): (?P<why>.*)$")
 
 
 def _unimplemented_help() -> str:
-    by_why: dict[str, list[str]] = {}
-    for name, ignored in KOORDINATOR_ONLY.items():
-        by_why.setdefault(ignored.why, []).append(f"--{name}")
-    said = "; ".join(f"{', '.join(names)} ({why})" for why, names in by_why.items())
+    said = goflags.by_reason(KOORDINATOR_ONLY)
     return (
         "Koordinator's flags accepted with no effect here (said at start-up and by "
         f"koord_descheduler_flag_unimplemented): {said}."

@@ -59,6 +59,14 @@ KLOG: Mapping[str, Ignored] = {
 }
 
 
+def by_reason(table: Mapping[str, Ignored]) -> str:
+    """--help's list of ``table``'s flags, grouped by why: "--a, --b (why); --c (why)"."""
+    groups: dict[str, list[str]] = {}
+    for name, ignored in table.items():
+        groups.setdefault(ignored.why, []).append(f"--{name}")
+    return "; ".join(f"{', '.join(names)} ({why})" for why, names in groups.items())
+
+
 @dataclass
 class Translated:
     """``argv`` for argparse, and one note per ignored flag (to log once logging is set up);

@@ -231,20 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="A kube-scheduler extender: LoadAware filter and score from NodeMetrics, "
         "and CPU binding (FullPCPUs / SpreadByPCPUs) for LSE and LSR pods at bind time.",
         epilog="Accepted for Koordinator's koord-scheduler Deployment, with no effect here: "
-        + "; ".join(f"--{names} ({why})" for why, names in _ignored_by_reason().items()),
+        + goflags.by_reason(KOORDINATOR_ONLY),
         allow_abbrev=False,
     )
     p.add_argument("--version", action="version", version=version("koordinator-py"))
     add_arguments(p, *TABLES)
     return p
-
-
-def _ignored_by_reason() -> dict[str, str]:
-    """--help's list: the ignored flags grouped by why, as "why" → "a, --b, --c"."""
-    groups: dict[str, list[str]] = {}
-    for name, why in KOORDINATOR_ONLY.items():
-        groups.setdefault(why.why, []).append(name)
-    return {why: ", --".join(names) for why, names in groups.items()}
 
 
 _NO_AUTH = "the extender's callers are checked by --client-ca-file and --client-token-file only"

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from koordapi.goflags import Ignored, translate, verbosity_level
+from koordapi.goflags import Ignored, by_reason, translate, verbosity_level
 from koordapi.settings import flag
 
 
@@ -88,3 +88,16 @@ def test_ignored_flags_take_their_value_with_them_and_are_noted_once() -> None:
 )
 def test_klog_verbosity_follows_kubernetes_conventions(v: str, level: str) -> None:
     assert verbosity_level(v) == level
+
+
+def test_help_lists_ignored_flags_grouped_by_why_in_table_order() -> None:
+    table = {
+        "tls-min-version": Ignored("no HTTPS here"),
+        "vmodule": Ignored("one verbosity"),
+        "cert-dir": Ignored("no HTTPS here", boolean=False),
+    }
+    assert (
+        by_reason(table)
+        == "--tls-min-version, --cert-dir (no HTTPS here); --vmodule (one verbosity)"
+    )
+    assert by_reason({}) == ""
