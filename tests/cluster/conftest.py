@@ -42,12 +42,12 @@ def missing_prerequisites() -> list[str]:
     return missing
 
 
-LAST = ("test_upgrade_uninstall.py", "test_audit.py")
+LAST = ("test_upgrade_uninstall.py", "test_koordinator_values.py", "test_audit.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The uninstall comes after every test that needs the product; the audit log is read
-    once every other test has made its requests."""
+    """The uninstall comes after every test that needs the product, then the installs with
+    other values; the audit log is read once every other test has made its requests."""
     items.sort(key=lambda item: LAST.index(item.path.name) + 1 if item.path.name in LAST else 0)
 
 

@@ -77,9 +77,9 @@ TIERS = {
     t.name: t
     for t in [
         Tier("host", vm=False, env=CONTAINERD17, minutes=4.2),
-        Tier("cluster", vm=False, env=CONTAINERD17, timeout=600, minutes=9, suite=CLUSTER),
+        Tier("cluster", vm=False, env=CONTAINERD17, timeout=600, minutes=11, suite=CLUSTER),
         Tier(
-            "cluster-containerd2", vm=False, env=CONTAINERD2, timeout=600, minutes=9, suite=CLUSTER
+            "cluster-containerd2", vm=False, env=CONTAINERD2, timeout=600, minutes=11, suite=CLUSTER
         ),
         Tier(
             "host-containerd2",
