@@ -440,7 +440,15 @@ class Manager:
         )
 
     def synced(self) -> bool:
-        return all(i.synced.is_set() for i in self.state.informers)
+        """/readyz: the informer caches synced and, where this replica serves the webhooks,
+        their server listening. The Service sends the API server's webhook calls to ready
+        replicas only: a replica whose caches synced while it still waited for its certificate
+        (an API server restarting) was called and refused the connection (seen on the cluster
+        tier), which failurePolicy Fail turns into refused writes."""
+        serving = self.options.webhook_port is None or (
+            self.webhooks is not None and self.webhooks.listening
+        )
+        return serving and all(i.synced.is_set() for i in self.state.informers)
 
     async def _serve_metrics(self, addr: str) -> web.AppRunner:
         runner = await serve_probes(

@@ -182,6 +182,10 @@ class WebhookServer:
             self._runner = None
 
     @property
+    def listening(self) -> bool:
+        return self._runner is not None
+
+    @property
     def bound_port(self) -> int:
         if self._runner is None or not self._runner.addresses:
             raise RuntimeError("the webhook server is not started")
