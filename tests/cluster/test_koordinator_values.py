@@ -10,7 +10,7 @@ leaves the cluster without the product).
   folder (the test touches only what it creates).
 - tests/data/all-optional-values.yaml: every optional part of ours switched on.
 
-Each install, with the workload, takes about two and a half minutes: the cluster tier (containerd
+Each install, with the workload, takes 1.5 to 3 minutes: the cluster tier (containerd
 1.7) installs with Koordinator's values, cluster-containerd2 with every optional part, so that
 both run in every CI run and neither tier grows by both.
 """
