@@ -25,6 +25,7 @@ from manager import cli as manager_cli
 from manager.app import ManagerOptions
 from scheduler import cli as scheduler_cli
 from tests.unit.commandline import refusal
+from tests.unit.manager.test_koordinator_deployment import DEPLOYMENT_ARGS
 
 OldFlags = dict[str, tuple[str | int | bool | None, list[str] | None]]
 
@@ -333,17 +334,7 @@ def test_koordlet_still_refuses_unknown_flags_and_bad_values() -> None:
 
 
 # Koordinator v1.8.0's chart (templates/koord-manager.yaml) with its default values.
-KOORDINATOR_MANAGER_ARGS = [
-    "--enable-leader-election",
-    "--metrics-addr=:8080",
-    "--health-probe-addr=:8000",
-    "--logtostderr=true",
-    "--leader-election-namespace=koordinator-system",
-    "--v=4",
-    "--feature-gates=",
-    "--sync-period=0",
-    "--config-namespace=koordinator-system",
-]
+KOORDINATOR_MANAGER_ARGS = DEPLOYMENT_ARGS
 
 
 def test_koord_manager_takes_koordinators_chart_arguments() -> None:
