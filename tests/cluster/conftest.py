@@ -92,3 +92,10 @@ def keep_logs(cluster: Cluster) -> None:
         kept = target / f"pod-{meta['namespace']}-{meta['name']}.log"
         if text or not kept.exists():  # a pod's log kept before the uninstall stays
             kept.write_text(text)
+        # A restarted container's last run (a koord-manager leader that lost its Lease exits).
+        if any(c.get("restartCount") for c in pod["status"].get("containerStatuses", [])):
+            previous = cluster.kubectl(
+                "logs", "-n", meta["namespace"], meta["name"], "--all-containers", "--previous",
+                check=False,
+            )  # fmt: skip
+            (target / f"pod-{meta['namespace']}-{meta['name']}.previous.log").write_text(previous)

@@ -3,6 +3,7 @@ the node's containerd (no registry answers here) and the chart installed by Helm
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from tests.cluster import helm
@@ -10,6 +11,9 @@ from tests.cluster.cluster import CGROUP_ROOT, Cluster
 from tests.e2e.harness import paths
 
 KOORDLET_IMAGE = paths.IMAGES_DIR / "koordlet.tar"
+MANAGER = f"/apis/apps/v1/namespaces/{helm.NAMESPACE}/deployments/koord-manager"
+MANAGER_PODS = "app.kubernetes.io/component%3Dmanager"
+WEBHOOK_PORT = 9876  # the chart's manager.webhook.port
 # What the tier sets beyond the chart's defaults: koordlet must find the kubelet's QoS cgroups
 # under its cgroup root; koord-manager is told the chart's kube-scheduler is the one running
 # schedulerName koord-scheduler. LoadAware's CPU filter is off (a threshold of 0; memory's
@@ -42,3 +46,52 @@ def install(cluster: Cluster, values: dict[str, object] | None = None) -> None:
         cluster.netns_path, cluster.admin_kubeconfig, cluster.base / "helm", "install",
         values=values if values is not None else VALUES, timeout=300,
     )  # fmt: skip
+
+
+def manager_pods(cluster: Cluster) -> list[dict[str, Any]]:
+    path = f"/api/v1/namespaces/{helm.NAMESPACE}/pods?labelSelector={MANAGER_PODS}"
+    return list(cluster.get(path)["items"])
+
+
+def ready_managers(cluster: Cluster) -> list[dict[str, Any]] | None:
+    """koord-manager's pods once every replica the Deployment wants is ready (an earlier test
+    may have killed one)."""
+    wanted = cluster.get(MANAGER)["spec"]["replicas"]
+    pods = [p for p in manager_pods(cluster) if "deletionTimestamp" not in p["metadata"]]
+    ready = len(pods) == wanted and all(
+        p["status"].get("podIP")
+        and any(c["type"] == "Ready" and c["status"] == "True"
+                for c in p["status"].get("conditions", []))
+        for p in pods
+    )  # fmt: skip
+    return pods if ready else None
+
+
+def serving_managers(cluster: Cluster) -> list[dict[str, Any]] | None:
+    """koord-manager's pods once every replica is ready and its webhook port takes a
+    connection. A pod's Ready condition alone can be stale: a leader that lost its Lease while
+    the API server was away exits, and the kubelet posts its restart only once it answers."""
+    pods = ready_managers(cluster)
+    if pods is None:
+        return None
+
+    def listening() -> bool:
+        for p in pods:
+            try:
+                socket.create_connection((p["status"]["podIP"], WEBHOOK_PORT), timeout=5).close()
+            except OSError:
+                return False
+        return True
+
+    return pods if cluster.in_netns(listening) else None
+
+
+def restart_apiserver(cluster: Cluster) -> None:
+    """Restart the API server and wait until every koord-manager replica serves the webhooks
+    again. The API server stays away about 20 s (it outlives SIGTERM that long here), longer
+    than koord-manager's renew deadline of 10 s: its leader exits, as Koordinator's does, and
+    its webhook server with it; until the new process listens, the API server's calls to that
+    replica are refused (a ConfigMap write fails, failurePolicy Fail; a pod is admitted
+    unmutated, Ignore)."""
+    cluster.restart_apiserver()
+    cluster.wait_for("every koord-manager replica serving", lambda: serving_managers(cluster), 180)

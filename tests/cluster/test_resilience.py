@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from tests.cluster import audit, sloconfig, workload
+from tests.cluster import audit, product, sloconfig, workload
 from tests.cluster.cluster import CGROUP_ROOT, NODE_NAME, Cluster
 from tests.cluster.helm import NAMESPACE
 
@@ -115,7 +115,7 @@ def test_after_an_api_server_restart_on_a_compacted_etcd_every_component_carries
     }
     before = {c: len(relisted(cluster, s)) for c, s in components.items()}
     cluster.compact_etcd()
-    cluster.restart_apiserver()
+    product.restart_apiserver(cluster)
 
     # Each component's informers find their resourceVersion compacted away and list again.
     def newest() -> dict[str, str] | None:

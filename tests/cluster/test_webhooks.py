@@ -20,10 +20,18 @@ from koordkube import certs
 from tests.cluster import sloconfig, workload
 from tests.cluster.cluster import Cluster, ClusterError
 from tests.cluster.helm import NAMESPACE
+from tests.cluster.product import WEBHOOK_PORT, manager_pods, serving_managers
 from tests.e2e.harness import images
 
-MANAGER_PODS = "app.kubernetes.io/component%3Dmanager"
-WEBHOOK_PORT = 9876  # the chart's manager.webhook.port
+
+@pytest.fixture(autouse=True)
+def managers_serving(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every koord-manager replica serving before a test calls the webhooks: an earlier test
+    may have killed one or restarted the API server, and a call the API server sends to a
+    replica not yet listening is refused (pods: admitted unmutated, failurePolicy Ignore)."""
+    return cluster.wait_for(
+        "every koord-manager replica serving", lambda: serving_managers(cluster), 180
+    )
 
 
 def pod(name: str, labels: dict[str, str], cpu: str, extra: dict[str, str] | None = None) -> Any:
@@ -115,11 +123,6 @@ def secret_pem(secret: dict[str, Any], key: str) -> bytes:
     return base64.b64decode(secret["data"][key])
 
 
-def manager_pods(cluster: Cluster) -> list[dict[str, Any]]:
-    path = f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector={MANAGER_PODS}"
-    return list(cluster.get(path)["items"])
-
-
 def served_certificate(cluster: Cluster, ip: str) -> bytes:
     """The certificate a replica's webhook server presents (no verification: read it)."""
 
@@ -135,16 +138,6 @@ def served_certificate(cluster: Cluster, ip: str) -> bytes:
         return ssl.DER_cert_to_PEM_cert(der).encode()
 
     return cluster.in_netns(handshake)
-
-
-def ready_managers(cluster: Cluster) -> list[dict[str, Any]] | None:
-    """koord-manager's pods once every replica the Deployment wants is ready (an earlier test
-    may have killed one)."""
-    deployment = cluster.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/koord-manager")
-    pods = [p for p in manager_pods(cluster) if "deletionTimestamp" not in p["metadata"]]
-    wanted = deployment["spec"]["replicas"]
-    ready = deployment["status"].get("readyReplicas") == wanted == len(pods)
-    return pods if ready and all(p["status"].get("podIP") for p in pods) else None
 
 
 class Creator:
@@ -184,7 +177,7 @@ def mutated(result: Any) -> bool:
 
 
 def test_pods_created_while_the_serving_certificate_is_renewed_are_all_admitted(
-    cluster: Cluster,
+    cluster: Cluster, managers_serving: list[dict[str, Any]]
 ) -> None:
     cluster.apply(workload.PROFILE)
     secret = cert_secret(cluster)
@@ -199,10 +192,7 @@ def test_pods_created_while_the_serving_certificate_is_renewed_are_all_admitted(
     for key, value in ((certs.SERVER_CERT, short), (certs.TLS_CERT, short),
                        (certs.SERVER_KEY, short_key), (certs.TLS_KEY, short_key)):  # fmt: skip
         data[key] = base64.b64encode(value).decode()
-    ips = [
-        p["status"]["podIP"]
-        for p in cluster.wait_for("both replicas ready", lambda: ready_managers(cluster))
-    ]
+    ips = [p["status"]["podIP"] for p in managers_serving]
 
     with Creator(cluster) as creator:
         cluster.wait_for("pods admitted before the renewal", lambda: len(creator.results) >= 5)
