@@ -116,7 +116,7 @@ class QuotaInfo:
             tree_id=quota.tree_id,
             is_tree_root=quota.is_root,
             namespace=quota.namespace,
-            namespaces=quota.namespaces,
+            namespaces=_annotation_namespaces(obj),
             min=quota.min,
             max=quota.max,
             guaranteed=_lenient_resources(annotations.get(ANNOTATION_GUARANTEED)),

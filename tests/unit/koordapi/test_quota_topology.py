@@ -826,6 +826,14 @@ def test_annotation_namespaces() -> None:
     assert topology.validate_delete(moved) is None
     assert topology.namespace_quota == {}
 
+    # a list that does not parse as names binds no namespace (GetAnnotationQuotaNamespaces)
+    for text in ('["ns-1", 7]', "ns-1", '{"ns-1": true}'):
+        odd = quota("odd", namespaces=text)
+        topology.on_add(odd)
+        assert topology.namespace_quota == {}
+        assert topology.quotas["odd"].namespaces == ()
+        topology.on_delete(odd)
+
 
 # -- ValidDeleteQuota -------------------------------------------------------------------------
 
