@@ -25,9 +25,11 @@ Where this differs from Koordinator's incremental bookkeeping, on purpose:
   at once against the parent's current total; Koordinator rescales a quota's min only when
   that quota's runtime is refreshed, so siblings may briefly see each other's older mins.
 * The system and default quotas take no share of the root's total: their runtime is their
-  max, and what they use is taken off the root's total. (Koordinator also lets the default
-  quota's pending requests into the root's sharing once they change, counting the same pods
-  twice; the scheduler's own tests never exercise it.)
+  max, and what they use is taken off the root's total. (Koordinator's root calculator also
+  takes them in as sharing children once their requests change, so their pending requests
+  can draw a share besides what they use; this model leaves that out.)
+* One tree: Koordinator's default tree (the MultiQuotaTree gate is off by default); quotas
+  of another tree id make a QuotaTree of their own.
 """
 
 from __future__ import annotations

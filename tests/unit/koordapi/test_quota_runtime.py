@@ -181,6 +181,30 @@ def test_children_that_do_not_lend_ask_their_min_of_the_parent() -> None:
     assert tree.request("team") == {"cpu": 46000}
 
 
+def test_requests_when_no_quota_lends() -> None:
+    # TestGroupQuotaManager_ChildRequestAndRequest_All_not_allowLent: each quota asks its
+    # min until its pods ask more
+    box = {"cpu": 40000}
+    quotas = [
+        quota("q1", max=box, min={"cpu": 23000}, lend=False),
+        quota("q2", "q1", max=box, min={"cpu": 11000}, lend=False),
+        quota("q3", "q1", max=box, min={"cpu": 7000}, lend=False),
+    ]
+    tree = QuotaTree(quotas, {"cpu": 50000})
+    assert [tree.request(n) for n in ("q1", "q2", "q3")] == [
+        {"cpu": 23000},  # 11000 + 7000 from its children, raised to its min
+        {"cpu": 11000},
+        {"cpu": 7000},
+    ]
+    assert tree.info("q1").child_request == {"cpu": 18000}
+    # q2's pods ask 6000: still its min; then 18000: q2 asks 18000, q1 18000 + 7000
+    tree = QuotaTree(quotas, {"cpu": 50000}, requests(q2={"cpu": 6000}))
+    assert (tree.request("q2"), tree.request("q1")) == ({"cpu": 11000}, {"cpu": 23000})
+    assert tree.info("q2").child_request == {"cpu": 6000}
+    tree = QuotaTree(quotas, {"cpu": 50000}, requests(q2={"cpu": 18000}))
+    assert (tree.request("q2"), tree.request("q1")) == ({"cpu": 18000}, {"cpu": 25000})
+
+
 def test_a_request_over_max_counts_in_the_parents_only_up_to_max() -> None:
     # TestGroupQuotaManager_MultiUpdateQuotaRequest2: three levels, the leaf asks over its max
     quotas = [
