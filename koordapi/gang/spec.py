@@ -56,6 +56,9 @@ ANNOTATION_MATCH_POLICY = f"{PREFIX}/match-policy"
 ANNOTATION_ALIAS_MATCH_POLICY = "pod-group.scheduling.sigs.k8s.io/match-policy"
 ANNOTATION_BIND_GANG_GROUP_ID = "internal.scheduling.koordinator.sh/bind-gang-group-id"
 ANNOTATION_BIND_GANG_MEMBER_COUNT = "internal.scheduling.koordinator.sh/bind-gang-member-count"
+# written beside the internal ones by v1.8, to be removed in a later version
+DEPRECATED_ANNOTATION_BIND_GANG_GROUP_ID = "scheduling.koordinator.sh/bind-gang-group-id"
+DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT = "scheduling.koordinator.sh/bind-gang-member-count"
 
 MODE_STRICT = "Strict"
 MODE_NON_STRICT = "NonStrict"

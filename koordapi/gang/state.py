@@ -35,7 +35,11 @@ from typing import Any
 
 from koordapi.gang import reasons
 from koordapi.gang.spec import (
+    ANNOTATION_BIND_GANG_GROUP_ID,
+    ANNOTATION_BIND_GANG_MEMBER_COUNT,
     DEFAULT_ARGS,
+    DEPRECATED_ANNOTATION_BIND_GANG_GROUP_ID,
+    DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT,
     MATCH_ONCE_SATISFIED,
     MATCH_ONLY_WAITING,
     MATCH_WAITING_AND_RUNNING,
@@ -347,3 +351,24 @@ def waiting_reason(pod: Mapping[str, Any], states: Mapping[str, GangState], now:
         return verdict.reason
     short = [m for m in state.group if m not in states or not states[m].valid_for_permit]
     return reasons.waiting_for_group(state.group, short, own, pod_key(pod))
+
+
+def bind_annotations(
+    pod: Mapping[str, Any], states: Mapping[str, GangState], allowed: Collection[str]
+) -> dict[str, str | None]:
+    """Coscheduling.PreBind (GetGangBindingInfo): the annotations a member let go with
+    ``allowed`` (the group's held members allowed together, ``Verdict.allow``) carries to
+    binding: the group id and how many bind together, under the internal and the deprecated
+    keys. None values remove the keys (a merge patch's null), as Koordinator deletes them
+    for a member that binds alone or outside the allowed set."""
+    keys = (
+        ANNOTATION_BIND_GANG_GROUP_ID,
+        ANNOTATION_BIND_GANG_MEMBER_COUNT,
+        DEPRECATED_ANNOTATION_BIND_GANG_GROUP_ID,
+        DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT,
+    )
+    state = states.get(gang_id(pod))
+    if state is None or state.spec is None or len(allowed) <= 1 or pod_key(pod) not in allowed:
+        return dict.fromkeys(keys)
+    group_id, count = state.spec.group_id, str(len(allowed))
+    return dict(zip(keys, (group_id, count, group_id, count), strict=True))

@@ -36,6 +36,7 @@ from koordapi.gang.spec import (
 )
 from koordapi.gang.state import (
     admission_reason,
+    bind_annotations,
     decide,
     gang_states,
     group_ready,
@@ -696,6 +697,41 @@ def test_reject_unschedulable(mode: str, policy: str, bound: bool, rejects: bool
 
 def test_reject_unschedulable_of_unknown_gang_changes_nothing() -> None:
     assert reject_unschedulable("team-a/none", {}).give_back == ()
+
+
+# -- what a member carries to binding (core_test TestGetGangBindingInfo) ----------------------
+
+
+def test_bind_annotations() -> None:
+    group = {ANNOTATION_GROUPS: '["gangB_ns/gangB","gangC_ns/gangC"]'}
+    a = _members("gangA", 2, "gangA_ns")
+    b = _members("gangB", 3, "gangB_ns")
+    c = _members("gangC", 1, "gangC_ns")
+    pgs = [
+        podgroup("gangA", "gangA_ns", minimum=2),
+        podgroup("gangB", "gangB_ns", minimum=2, annotations=group),
+        podgroup("gangC", "gangC_ns", minimum=1, annotations=group),
+    ]
+    states = gang_states([*a, *b, *c], pgs, held=_held([*a, *b[:2], *c]))
+    verdict = decide("gangB_ns/gangB", states, T0)
+    assert verdict.allow == ("gangB_ns/p0", "gangB_ns/p1", "gangC_ns/p0")
+    assert bind_annotations(b[1], states, verdict.allow) == {
+        "internal.scheduling.koordinator.sh/bind-gang-group-id": "gangB_ns/gangB,gangC_ns/gangC",
+        "internal.scheduling.koordinator.sh/bind-gang-member-count": "3",
+        "scheduling.koordinator.sh/bind-gang-group-id": "gangB_ns/gangB,gangC_ns/gangC",
+        "scheduling.koordinator.sh/bind-gang-member-count": "3",
+    }
+    together = decide("gangA_ns/gangA", states, T0).allow
+    assert (
+        bind_annotations(a[0], states, together)[
+            "internal.scheduling.koordinator.sh/bind-gang-member-count"
+        ]
+        == "2"
+    )
+    cleared = bind_annotations(b[2], states, verdict.allow)  # not among those allowed
+    assert set(cleared.values()) == {None} and len(cleared) == 4
+    assert set(bind_annotations(c[0], states, ("gangC_ns/p0",)).values()) == {None}  # alone
+    assert set(bind_annotations(pod("plain"), states, verdict.allow).values()) == {None}
 
 
 # -- the reason a waiting member shows ---------------------------------------------------------
