@@ -67,11 +67,9 @@ KOORDINATOR_KEYS = {
     # Koordinator's CRDs that this chart does not have: their switches change nothing here.
     ("crds",): [
         "elasticquotaprofiles",
-        "elasticquotas",
         "noderesourcetopologies",
         "recommendations",
         "reservations",
-        "podgroups",
         "clusternetworktopologies",
         "scheduleexplanations",
     ],

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
+import json
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ import yaml
 from descheduler.config import parse_config
 from koordapi import nodeslo as koordapi_nodeslo
 from koordapi.device import GPUInfo, RDMAInfo, build_device, carry_transition_times
+from koordapi.quota import model as quota
 from koordlet.metriccache import MetricCache
 from koordlet.metriccache.store import Sample
 from koordlet.nodemetric import build_status
@@ -59,7 +61,10 @@ NODE_METRIC = "slo.koordinator.sh_nodemetrics.yaml"
 PROFILE = "config.koordinator.sh_clustercolocationprofiles.yaml"
 MIGRATION_JOB = "scheduling.koordinator.sh_podmigrationjobs.yaml"
 DEVICES = "scheduling.koordinator.sh_devices.yaml"
+ELASTIC_QUOTAS = "scheduling.sigs.k8s.io_elasticquotas.yaml"
+POD_GROUPS = "scheduling.sigs.k8s.io_podgroups.yaml"
 SLO_API = "slo.koordinator.sh/v1alpha1"
+SIGS_API = "scheduling.sigs.k8s.io/v1alpha1"
 
 SchemaPath = tuple[str, ...]
 
@@ -310,6 +315,51 @@ def test_what_this_project_writes_validates(file: str, build: Callable[[], Any])
     assert errors(file, build()) == []
 
 
+def quota_tree_child() -> dict[str, Any]:
+    """An ElasticQuota placed in a tree by Koordinator's labels and annotations (a child of
+    org-research in tree-17, lending nothing, weighted, over two namespaces), checked to read
+    as such with koordapi's model, so the schema is tried on an object the quota code takes."""
+    obj = {
+        "apiVersion": SIGS_API,
+        "kind": quota.KIND,
+        "metadata": {
+            "name": "team-ml",
+            "namespace": "team-ml",
+            "labels": {
+                quota.LABEL_PARENT: "org-research",
+                quota.LABEL_IS_PARENT: "false",
+                quota.LABEL_TREE_ID: "tree-17",
+                quota.LABEL_ALLOW_LENT_RESOURCE: "false",
+            },
+            "annotations": {
+                quota.ANNOTATION_SHARED_WEIGHT: json.dumps({"cpu": "13", "memory": "52Gi"}),
+                quota.ANNOTATION_NAMESPACES: json.dumps(["ml-train", "ml-serve"]),
+                quota.ANNOTATION_RUNTIME: json.dumps({"cpu": "8250m", "memory": "33Gi"}),
+            },
+        },
+        # Integers and strings both: a ResourceList as kubectl sends what a user typed.
+        "spec": {
+            "min": {"cpu": "6500m", "memory": "26Gi", "nvidia.com/gpu": 3},
+            "max": {"cpu": 13, "memory": "52Gi", "nvidia.com/gpu": "7"},
+        },
+        "status": {"used": {"cpu": "2250m", "memory": "9Gi", "nvidia.com/gpu": "1"}},
+    }
+    read = quota.ElasticQuota.from_object(obj)
+    assert read.min == {"cpu": 6500, "memory": 26 * 2**30, "nvidia.com/gpu": 3}
+    assert read.shared_weight == {"cpu": 13_000, "memory": 52 * 2**30}
+    assert (read.parent, read.tree_id, read.allow_lent_resource, read.namespaces) == (
+        "org-research",
+        "tree-17",
+        False,
+        ("ml-train", "ml-serve"),
+    )
+    return obj
+
+
+def test_a_quota_in_koordinators_tree_validates() -> None:
+    assert errors(ELASTIC_QUOTAS, quota_tree_child()) == []
+
+
 # -- Koordinator's documented forms ------------------------------------------------------------
 
 # Written for these tests in the form Koordinator's documentation uses (the SLO and QoS pages,
@@ -476,14 +526,69 @@ DOCUMENTED_NODE_METRIC = """
       prodPeakMetric: {resource: {resources: {cpu: "30", memory: 100Gi}}}
 """
 
+# The example of Koordinator's multi-hierarchy elastic quota proposal (docs/proposals/scheduling/
+# 20220722-...), other numbers, with the label Koordinator's code reads for the parent
+# (quota.scheduling.koordinator.sh/parent, not the proposal's parent-quota-name), its values
+# quoted (labels and annotations are strings) and a status as koord-scheduler writes it.
+DOCUMENTED_ELASTIC_QUOTA = """
+    apiVersion: scheduling.sigs.k8s.io/v1alpha1
+    kind: ElasticQuota
+    metadata:
+      name: quota-vision
+      namespace: vision
+      annotations:
+        quota.scheduling.koordinator.sh/runtime: '{"cpu": 7, "memory": "14Gi"}'
+        quota.scheduling.koordinator.sh/shared-weight: '{"cpu": 7, "memory": "14Gi"}'
+        quota.scheduling.koordinator.sh/namespaces: '["vision-train", "vision-eval"]'
+      labels:
+        quota.scheduling.koordinator.sh/is-parent: "false"
+        quota.scheduling.koordinator.sh/parent: research
+        quota.scheduling.koordinator.sh/allow-lent-resource: "true"
+    spec:
+      max: {cpu: 36, memory: 72Gi, nvidia.com/gpu: 6}
+      min: {cpu: 18, memory: 36Gi, nvidia.com/gpu: 3}
+    status:
+      used: {cpu: 4500m, memory: 9Gi}
+"""
+
+# The GangGroup example of Koordinator's gang scheduling proposal (docs/proposals/scheduling/
+# 20220901-gang-scheduling.md), other numbers, its annotations quoted, with a status as its
+# PodGroup controller writes one.
+DOCUMENTED_POD_GROUP = """
+    apiVersion: scheduling.sigs.k8s.io/v1alpha1
+    kind: PodGroup
+    metadata:
+      name: gang-train
+      namespace: team-a
+      annotations:
+        gang.scheduling.koordinator.sh/total-number: "7"
+        gang.scheduling.koordinator.sh/mode: NonStrict
+        gang.scheduling.koordinator.sh/groups: '["team-a/gang-train", "team-b/gang-eval"]'
+        gang.scheduling.koordinator.sh/match-policy: once-satisfied
+    spec:
+      minMember: 7
+      minResources: {cpu: "7", memory: 3584Mi}
+      scheduleTimeoutSeconds: 450
+    status:
+      phase: Scheduling
+      occupiedBy: team-a/trainer
+      scheduled: 4
+      running: 3
+      succeeded: 0
+      failed: 0
+      scheduleStartTime: "2026-06-01T08:30:00Z"
+"""
+
 DOCUMENTED = {
     NODE_SLO: DOCUMENTED_NODE_SLO,
     NODE_METRIC: DOCUMENTED_NODE_METRIC,
     PROFILE: DOCUMENTED_PROFILE,
+    ELASTIC_QUOTAS: DOCUMENTED_ELASTIC_QUOTA,
+    POD_GROUPS: DOCUMENTED_POD_GROUP,
 }
 
 
-@pytest.mark.parametrize("file", [NODE_SLO, NODE_METRIC, PROFILE])
+@pytest.mark.parametrize("file", [NODE_SLO, NODE_METRIC, PROFILE, ELASTIC_QUOTAS, POD_GROUPS])
 def test_koordinators_documented_form_validates(file: str) -> None:
     assert errors(file, from_yaml(DOCUMENTED[file])) == []
 
@@ -635,6 +740,35 @@ MISTAKES = [
         Mistake(PROFILE, ("spec", "labels", "koordinator.sh/mutated"), "type", 1),
         id="profile-label-value-not-string",
     ),
+    pytest.param(
+        Mistake(ELASTIC_QUOTAS, ("spec", "max", "cpu"), "pattern", "36 cores"),
+        id="quota-bad-quantity",
+    ),
+    pytest.param(
+        Mistake(ELASTIC_QUOTAS, ("spec", "min", "nvidia.com/gpu"), "anyOf", 1.5),
+        id="quota-amount-neither-integer-nor-string",
+    ),
+    pytest.param(typo(ELASTIC_QUOTAS, ("spec", "min"), "minimum"), id="quota-spec-typo"),
+    pytest.param(typo(ELASTIC_QUOTAS, ("status", "used"), "usage"), id="quota-status-typo"),
+    pytest.param(
+        Mistake(POD_GROUPS, ("spec", "minMember"), "type", "7"), id="gang-string-min-member"
+    ),
+    pytest.param(
+        Mistake(POD_GROUPS, ("spec", "scheduleTimeoutSeconds"), "type", "450s"),
+        id="gang-timeout-as-duration",
+    ),
+    pytest.param(
+        typo(POD_GROUPS, ("spec", "minMember"), "minMembers"), id="gang-unknown-spec-field"
+    ),
+    pytest.param(
+        Mistake(POD_GROUPS, ("spec", "minResources", "memory"), "pattern", "3.5 GiB"),
+        id="gang-bad-quantity",
+    ),
+    pytest.param(
+        Mistake(POD_GROUPS, ("status", "phase"), "enum", "Waiting"),
+        id="gang-phase-not-in-enum",
+    ),
+    pytest.param(Mistake(POD_GROUPS, ("status", "running"), "type", "3"), id="gang-string-count"),
 ]
 
 
@@ -672,6 +806,8 @@ EMPTY_OBJECTS: dict[str, set[SchemaPath]] = {
     PROFILE: {("metadata",), ("status",)},
     MIGRATION_JOB: {("metadata",)},
     DEVICES: {("metadata",)},
+    ELASTIC_QUOTAS: {("metadata",)},
+    POD_GROUPS: {("metadata",)},
 }
 # The schemaless parts, exactly where Koordinator has them (+kubebuilder:validation:Schemaless).
 PRESERVE_UNKNOWN: dict[str, set[SchemaPath]] = {
@@ -680,6 +816,8 @@ PRESERVE_UNKNOWN: dict[str, set[SchemaPath]] = {
     PROFILE: {("spec", "patch")},
     MIGRATION_JOB: {("spec", "reservationOptions"), ("status", "preemptedPodsReservation", "[]")},
     DEVICES: set(),
+    ELASTIC_QUOTAS: set(),
+    POD_GROUPS: set(),
 }
 DEEPEST: dict[str, SchemaPath] = {
     NODE_SLO: (*QOS, "cgroupRoot", "blkioQOS", "blocks", "[]", "ioCfg", "modelWriteRandIOPS"),
@@ -690,6 +828,8 @@ DEEPEST: dict[str, SchemaPath] = {
     PROFILE: ("spec", "namespaceSelector", "matchExpressions", "[]", "values", "[]"),
     MIGRATION_JOB: ("status", "preemptedPodsRef", "[]", "uid"),
     DEVICES: ("spec", "devices", "[]", "vfGroups", "[]", "vfs", "[]", "busID"),
+    ELASTIC_QUOTAS: ("status", "used", "*"),
+    POD_GROUPS: ("spec", "minResources", "*"),
 }
 KEYWORDS = {
     "type",
@@ -793,7 +933,9 @@ def errors_of(node: Mapping[str, Any], value: Any) -> list[str]:
     return [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(value)]
 
 
-@pytest.mark.parametrize("file", [NODE_SLO, NODE_METRIC, PROFILE, MIGRATION_JOB, DEVICES])
+@pytest.mark.parametrize(
+    "file", [NODE_SLO, NODE_METRIC, PROFILE, MIGRATION_JOB, DEVICES, ELASTIC_QUOTAS, POD_GROUPS]
+)
 def test_every_level_of_the_schema_is_structural(file: str) -> None:
     schema = open_api_schema(file)
     assert structural_problems(schema, EMPTY_OBJECTS[file], PRESERVE_UNKNOWN[file]) == []
@@ -856,7 +998,121 @@ def test_helm_installs_the_schemas_as_read_here(default: helm.Release) -> None:
     the API server, or these tests would check something the cluster never gets."""
     installed = {crd["metadata"]["name"]: crd for crd in default.crds}
     files = sorted(f.name for f in CRDS.iterdir())
-    assert files == sorted((NODE_SLO, NODE_METRIC, PROFILE, MIGRATION_JOB, DEVICES))
+    assert files == sorted(
+        (NODE_SLO, NODE_METRIC, PROFILE, MIGRATION_JOB, DEVICES, ELASTIC_QUOTAS, POD_GROUPS)
+    )
     assert any(": &" in (CRDS / file).read_text() for file in files)  # what this is about
     for file in files:
         assert installed[crd_name(file)]["spec"] == rendered_crds()[crd_name(file)]["spec"]
+
+
+# -- ElasticQuota and PodGroup: Koordinator's CRDs ---------------------------------------------
+
+# Kubernetes' pattern for a resource.Quantity, as controller-gen writes it for a ResourceList.
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+    r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+QUANTITY = ("int-or-string", QUANTITY_PATTERN)
+INT32 = ("integer", "int32")
+# Every field of Koordinator v1.8.0's v1alpha1 types (the scheduler-plugins types it vendors,
+# apis/thirdparty/scheduler-plugins/pkg/apis/scheduling/v1alpha1/types.go), each with its
+# OpenAPI type and format, or int-or-string and pattern.
+SIGS_FIELDS: dict[str, dict[SchemaPath, tuple[str, str | None]]] = {
+    ELASTIC_QUOTAS: {
+        ("spec", "min", "*"): QUANTITY,
+        ("spec", "max", "*"): QUANTITY,
+        ("status", "used", "*"): QUANTITY,
+    },
+    POD_GROUPS: {
+        ("spec", "minMember"): INT32,
+        ("spec", "minResources", "*"): QUANTITY,
+        ("spec", "scheduleTimeoutSeconds"): INT32,
+        ("status", "phase"): ("string", None),
+        ("status", "occupiedBy"): ("string", None),
+        ("status", "scheduled"): INT32,
+        ("status", "running"): INT32,
+        ("status", "succeeded"): INT32,
+        ("status", "failed"): INT32,
+        ("status", "scheduleStartTime"): ("string", "date-time"),
+    },
+}
+# PodGroupPhase's values.
+POD_GROUP_PHASES = [
+    "Pending",
+    "Running",
+    "PreScheduling",
+    "Scheduling",
+    "Scheduled",
+    "Unknown",
+    "Finished",
+    "Failed",
+]
+
+
+def leaf_fields(file: str) -> dict[SchemaPath, tuple[str, str | None]]:
+    """The schema's fields under spec and status that hold a value, not further fields."""
+    schema = open_api_schema(file)
+    found: dict[SchemaPath, tuple[str, str | None]] = {}
+    for part in ("spec", "status"):
+        for path, node in walk(schema["properties"][part], (part,)):
+            if node.get("x-kubernetes-int-or-string"):
+                found[path] = ("int-or-string", node.get("pattern"))
+            elif node.get("type") != "object":
+                found[path] = (node["type"], node.get("format"))
+    return found
+
+
+@pytest.mark.parametrize("file", [ELASTIC_QUOTAS, POD_GROUPS])
+def test_every_field_of_koordinators_type_is_declared_as_there(file: str) -> None:
+    assert leaf_fields(file) == SIGS_FIELDS[file]
+
+
+@pytest.mark.parametrize(
+    ("file", "kind", "short_names"),
+    [(ELASTIC_QUOTAS, "ElasticQuota", ["eq", "eqs"]), (POD_GROUPS, "PodGroup", ["pg", "pgs"])],
+)
+def test_the_quota_and_gang_crds_are_koordinators(
+    file: str, kind: str, short_names: list[str]
+) -> None:
+    crd = rendered_crds()[crd_name(file)]
+    spec = crd["spec"]
+    assert (spec["group"], spec["scope"]) == ("scheduling.sigs.k8s.io", "Namespaced")
+    assert spec["names"] == {
+        "kind": kind,
+        "listKind": f"{kind}List",
+        "plural": f"{kind.lower()}s",
+        "singular": kind.lower(),
+        "shortNames": short_names,  # scheduler-plugins'
+    }
+    (version,) = spec["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    # Koordinator's koord-scheduler writes the status in a merge patch of the object itself,
+    # which a status subresource would strip of the status: none, as in Koordinator's CRDs.
+    assert "subresources" not in version
+
+
+def test_every_phase_of_a_pod_group_validates() -> None:
+    for phase in POD_GROUP_PHASES:
+        group = {"apiVersion": SIGS_API, "kind": "PodGroup", "status": {"phase": phase}}
+        assert errors(POD_GROUPS, group) == [], phase
+
+
+def protected(group: str) -> bool:
+    """A group apiextensions.k8s.io/v1 reserves for Kubernetes' own APIs."""
+    return any(group == d or group.endswith(f".{d}") for d in ("k8s.io", "kubernetes.io"))
+
+
+def test_crds_in_a_kubernetes_group_carry_its_api_approval() -> None:
+    """The API server refuses a v1 CRD of a group under k8s.io or kubernetes.io without the
+    api-approved.kubernetes.io annotation (a URL, or a reason starting "unapproved"); the
+    approval Koordinator's CRDs carry, scheduler-plugins' pull request 52."""
+    crds = rendered_crds().values()
+    approved = {c["metadata"]["name"] for c in crds if protected(c["spec"]["group"])}
+    assert approved == {crd_name(ELASTIC_QUOTAS), crd_name(POD_GROUPS)}
+    for name in approved:
+        annotations = rendered_crds()[name]["metadata"]["annotations"]
+        assert annotations["api-approved.kubernetes.io"] == (
+            "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"
+        )
+    assert not protected("scheduling.koordinator.sh") and protected("scheduling.sigs.k8s.io")

@@ -25,6 +25,8 @@ CRDS = {
     "clustercolocationprofiles.config.koordinator.sh",
     "podmigrationjobs.scheduling.koordinator.sh",
     "devices.scheduling.koordinator.sh",
+    "elasticquotas.scheduling.sigs.k8s.io",
+    "podgroups.scheduling.sigs.k8s.io",
 }
 KEEP = "helm.sh/resource-policy: keep"
 # The manager's webhook certificate is new on every upgrade, which the fake cluster cannot
@@ -68,6 +70,8 @@ def releases(
         ),
         "unmanaged": helm.Render(helm.CHART, {"crds": {"managed": False}}),
         "one-off": helm.Render(helm.CHART, {"crds": {"nodemetrics": False}}),
+        "no-quotas": helm.Render(helm.CHART, {"crds": {"elasticquotas": False}}),
+        "no-gangs": helm.Render(helm.CHART, {"crds": {"podgroups": False}}),
         "over-unowned": helm.Render(helm.CHART, existing=unowned),
         "over-unowned-unmanaged": helm.Render(
             helm.CHART, {"crds": {"managed": False}}, existing=unowned
@@ -140,6 +144,18 @@ def test_koordinators_crds_keys_choose_the_crds(releases: dict[str, helm.Release
     assert not one_off.error, one_off.error
     assert crd_names(one_off.objects) == CRDS - {"nodemetrics.slo.koordinator.sh"}
     assert "helm uninstall keeps them" in one_off.notes
+
+
+def test_the_quota_and_gang_crds_each_follow_their_key(releases: dict[str, helm.Release]) -> None:
+    """crds.elasticquotas and crds.podgroups (Koordinator's keys) each leave out their CRD
+    alone."""
+    for run, name in (
+        ("no-quotas", "elasticquotas.scheduling.sigs.k8s.io"),
+        ("no-gangs", "podgroups.scheduling.sigs.k8s.io"),
+    ):
+        release = releases[run]
+        assert not release.error, release.error
+        assert crd_names(release.objects) == CRDS - {name}
 
 
 def test_crds_that_no_release_owns_stop_the_install(releases: dict[str, helm.Release]) -> None:

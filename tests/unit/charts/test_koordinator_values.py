@@ -307,14 +307,22 @@ def test_crds(releases: dict[str, helm.Release]) -> None:
         kind = "CustomResourceDefinition"
         return {c["metadata"]["name"].split(".")[0] for c in release.all(kind)}
 
-    ours = {"clustercolocationprofiles", "devices", "nodemetrics", "nodeslos", "podmigrationjobs"}
+    ours = {
+        "clustercolocationprofiles",
+        "devices",
+        "nodemetrics",
+        "nodeslos",
+        "podmigrationjobs",
+        "elasticquotas",
+        "podgroups",
+    }
     assert crds(releases["koordinator"]) == ours
-    assert crds(releases["unusual"]) == ours - {"nodemetrics", "devices"}
+    assert crds(releases["unusual"]) == ours - {"nodemetrics", "devices", "podgroups"}
     others = sorted(set(KOORDINATOR_VALUES["crds"]) - ours - {"managed"})
     line = named(releases["koordinator"], f"crds.{others[0]}")
     assert line.startswith(", ".join(f"crds.{k}" for k in others) + ": this chart has no such CRD")
     # the ones switched off are not named
-    on = [k for k in others if k not in ("reservations", "podgroups")]
+    on = [k for k in others if k != "reservations"]
     line = named(releases["unusual"], f"crds.{on[0]}")
     assert line.startswith(", ".join(f"crds.{k}" for k in on) + ": ")
 

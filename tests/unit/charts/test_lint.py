@@ -205,6 +205,8 @@ def test_koordinators_values_install_what_koordinators_chart_would(
         "clustercolocationprofiles.config.koordinator.sh",
         "podmigrationjobs.scheduling.koordinator.sh",
         "devices.scheduling.koordinator.sh",
+        "elasticquotas.scheduling.sigs.k8s.io",
+        "podgroups.scheduling.sigs.k8s.io",
     }
     (container,) = release.find("DaemonSet", "koordlet")["spec"]["template"]["spec"]["containers"]
     # the repository given, behind imageRepositoryHost, as Koordinator's chart renders it

@@ -58,6 +58,8 @@ KOORDINATOR_NAMES = {
     ("CustomResourceDefinition", "clustercolocationprofiles.config.koordinator.sh"),
     ("CustomResourceDefinition", "podmigrationjobs.scheduling.koordinator.sh"),
     ("CustomResourceDefinition", "devices.scheduling.koordinator.sh"),
+    ("CustomResourceDefinition", "elasticquotas.scheduling.sigs.k8s.io"),
+    ("CustomResourceDefinition", "podgroups.scheduling.sigs.k8s.io"),
     ("Deployment", "koord-descheduler"),
     ("ServiceAccount", "koord-descheduler"),
     ("ClusterRole", "koord-descheduler-role"),

@@ -109,6 +109,8 @@ def test_koordinators_values_are_mapped(releases: dict[str, helm.Release]) -> No
         "clustercolocationprofiles.config.koordinator.sh",
         "podmigrationjobs.scheduling.koordinator.sh",
         "devices.scheduling.koordinator.sh",
+        "elasticquotas.scheduling.sigs.k8s.io",
+        "podgroups.scheduling.sigs.k8s.io",
     }
 
 
