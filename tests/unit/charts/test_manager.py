@@ -86,6 +86,18 @@ MANAGER_CLUSTER_RULES = [
         "resources": ["clustercolocationprofiles"],
         "verbs": ["get", "list", "watch"],
     },
+    # ElasticQuotas and PodGroups read, their status written through the object (no status
+    # subresource in Koordinator's CRDs or the chart's) or /status (a CRD that has one).
+    {
+        "apiGroups": ["scheduling.sigs.k8s.io"],
+        "resources": ["elasticquotas", "podgroups"],
+        "verbs": ["get", "list", "watch", "update", "patch"],
+    },
+    {
+        "apiGroups": ["scheduling.sigs.k8s.io"],
+        "resources": ["elasticquotas/status", "podgroups/status"],
+        "verbs": ["update", "patch"],
+    },
     # certificates.autoRenew (the default): the caBundle of its own configurations, by name
     {
         "apiGroups": ["admissionregistration.k8s.io"],

@@ -83,6 +83,18 @@ SCHEDULER_RULES = [
         "resources": ["devices"],
         "verbs": ["get", "list", "watch"],
     },
+    # ElasticQuotas and PodGroups read, their status written through the object (no status
+    # subresource in Koordinator's CRDs or the chart's) or /status (a CRD that has one).
+    {
+        "apiGroups": ["scheduling.sigs.k8s.io"],
+        "resources": ["elasticquotas", "podgroups"],
+        "verbs": ["get", "list", "watch", "update", "patch"],
+    },
+    {
+        "apiGroups": ["scheduling.sigs.k8s.io"],
+        "resources": ["elasticquotas/status", "podgroups/status"],
+        "verbs": ["update", "patch"],
+    },
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]
 
