@@ -1,12 +1,12 @@
 """The kinds the components read and write, and conversions between lightkube objects and dicts.
 
-Koordinator's CRDs (NodeMetric, NodeSLO, ClusterColocationProfile, PodMigrationJob, Device) are
-lightkube generic resources (dict-shaped); built-in kinds come from
-``lightkube.resources``. Either class only names a REST endpoint for ``koordkube.client``:
-objects themselves travel as plain Kubernetes JSON dicts (``Object``), which is what the pure
-decision modules take. ``to_dict``/``from_dict`` convert when code does use lightkube's typed
-models. Typed models drop fields their schema does not know and re-format timestamps, so
-read-modify-write paths should stay on dicts.
+Koordinator's CRDs (NodeMetric, NodeSLO, ClusterColocationProfile, PodMigrationJob, Device, and
+the ElasticQuota and PodGroup it takes from scheduler-plugins) are lightkube generic resources
+(dict-shaped); built-in kinds come from ``lightkube.resources``. Either class only names a REST
+endpoint for ``koordkube.client``: objects themselves travel as plain Kubernetes JSON dicts
+(``Object``), which is what the pure decision modules take. ``to_dict``/``from_dict`` convert
+when code does use lightkube's typed models. Typed models drop fields their schema does not
+know and re-format timestamps, so read-modify-write paths should stay on dicts.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, TypeVar, cast
 
 from lightkube.core import resource as lkres
 from lightkube.core.dictmixin import DictMixin
-from lightkube.generic_resource import Generic, create_global_resource
+from lightkube.generic_resource import Generic, create_global_resource, create_namespaced_resource
 
 Object = dict[str, Any]
 """One Kubernetes object as JSON: ``{"apiVersion", "kind", "metadata", "spec", "status"}``."""
@@ -42,6 +42,13 @@ PodMigrationJob = create_global_resource(
 # a node's GPUs and RDMA NICs, one per node named after it: koordlet writes it, koord-scheduler's
 # DeviceShare reads it; cluster-scoped, and without a status subresource, as Koordinator's CRD.
 Device = create_global_resource(SCHEDULING_GROUP, VERSION, "Device", "devices")
+# The quota tree and gangs: the scheduler-plugins group's kinds, which Koordinator uses as
+# they are; namespaced.
+SIGS_SCHEDULING_GROUP = "scheduling.sigs.k8s.io"
+ElasticQuota = create_namespaced_resource(
+    SIGS_SCHEDULING_GROUP, VERSION, "ElasticQuota", "elasticquotas"
+)
+PodGroup = create_namespaced_resource(SIGS_SCHEDULING_GROUP, VERSION, "PodGroup", "podgroups")
 
 R = TypeVar("R", bound=lkres.Resource)
 

@@ -82,6 +82,19 @@ def view_device(view: ClusterView, name: str) -> Mapping[str, Any] | None:
     return None if device is None else device(name)
 
 
+class QuotaView(Protocol):
+    """What a ClusterView offers when it keeps the ElasticQuotas (scheduler.quota). A view
+    without ``quota_reason`` is a cluster without quotas: no pod is refused for its quota."""
+
+    def quota_reason(self, pod: Mapping[str, Any]) -> str | None:
+        """Why the pod's quota has no room for it now (Koordinator's reason), else None."""
+
+
+def view_quota_reason(view: ClusterView, pod: Mapping[str, Any]) -> str | None:
+    check = getattr(view, "quota_reason", None)
+    return None if check is None else check(pod)
+
+
 class ChangeFeed(Protocol):
     """What a ClusterView may also offer so that the verbs re-check only the nodes that
     changed rather than every node of every request (three view calls per node otherwise)."""
@@ -290,6 +303,12 @@ def filter(  # the verb's name; shadows the builtin inside this module only
         facts = _read_pod(pod, config)
     except ExtenderArgsError as err:
         return _filter_result(None, None, {}, {}, str(err))
+    over_quota = view_quota_reason(view, pod)
+    if over_quota is not None:  # no node helps, and preempting on a node would not either
+        everywhere = dict.fromkeys(candidates.names, over_quota)
+        if candidates.nodes is None:
+            return _filter_result(None, [], {}, everywhere)
+        return _filter_result({**(candidates.node_list or {}), "items": []}, None, {}, everywhere)
     cache = cache or DecisionCache()
     la_args, bind, names, sent = config.loadaware, facts.bind, candidates.names, candidates.nodes
     loads = cache.node_loads(view, names, sent, la_args)

@@ -20,9 +20,10 @@ from lightkube.resources.core_v1 import Node, Pod
 from koordkube.client import KubeApi
 from koordkube.informer import Informer
 from koordkube.podindex import PodsByNode
-from koordkube.resources import Device, NodeMetric, object_key
+from koordkube.resources import Device, ElasticQuota, NodeMetric, object_key
 from scheduler import loadaware
 from scheduler.extender import scheduled_at
+from scheduler.quota import QuotaAdmission
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +38,16 @@ class InformerClusterView:
         self.pods = Informer(api, Pod)
         self.node_metrics = Informer(api, NodeMetric)
         self.devices = Informer(api, Device)
+        self.elastic_quotas = Informer(api, ElasticQuota)
+        self.quota = QuotaAdmission()
         self._by_node = PodsByNode()
         self._assumed: dict[str, tuple[Object, str, float]] = {}  # pod key → (pod, node, at)
         self._bound_at: dict[str, float] = {}  # pod key → when this extender bound it
         self._changes: list[str] = []
         self._base = 0  # the token of self._changes[0]
         self.nodes.add_handler(lambda _e, node: self._changed(object_key(node)))
+        self.nodes.add_handler(self.quota.on_node)
+        self.elastic_quotas.add_handler(self.quota.on_quota)
         self.node_metrics.add_handler(lambda _e, metric: self._changed(object_key(metric)))
         self.devices.add_handler(lambda _e, device: self._changed(object_key(device)))
         self.pods.add_handler(self._on_pod)
@@ -50,12 +55,13 @@ class InformerClusterView:
     @property
     def informers(self) -> list[Informer]:
         """Every informer to run."""
-        return [self.nodes, self.pods, self.node_metrics, self.devices]
+        return [self.nodes, self.pods, self.node_metrics, self.devices, self.elastic_quotas]
 
     def synced(self) -> bool:
-        """Ready once Nodes, Pods and NodeMetrics are listed. Devices are not waited for: a
-        cluster without Koordinator's Device CRD (or RBAC for it) still schedules, and until
-        the Device informer lists, GPU pods are judged as on nodes without a Device."""
+        """Ready once Nodes, Pods and NodeMetrics are listed. Devices and ElasticQuotas are not
+        waited for: a cluster without Koordinator's Device CRD or the ElasticQuota CRD (or RBAC
+        for them) still schedules; until the Device informer lists, GPU pods are judged as on
+        nodes without a Device, and until the ElasticQuota one does, no quota is checked."""
         return all(i.synced.is_set() for i in (self.nodes, self.pods, self.node_metrics))
 
     # -- ChangeFeed -----------------------------------------------------------------------------
@@ -83,11 +89,12 @@ class InformerClusterView:
         if event == "DELETED":
             self._bound_at.pop(key, None)
             self._assumed.pop(key, None)
-        if node is None:
-            return
-        if self._assumed.pop(key, None) is not None:
+        if node is not None and self._assumed.pop(key, None) is not None:
             log.debug("pod %s: its binding to %s is visible", key, node)
-        self._changed(node)
+        # an assumed pod whose Binding is not visible yet still counts as assigned
+        self.quota.on_pod(event, pod, key, assumed=key in self._assumed)
+        if node is not None:
+            self._changed(node)
 
     def assume(self, pod: Object, node: str, annotations: Mapping[str, str]) -> None:
         """Count ``pod`` on ``node`` from now on, with ``annotations``, until its Binding shows."""
@@ -98,6 +105,7 @@ class InformerClusterView:
         now = self.clock()
         self._assumed[key] = (placed, node, now)
         self._bound_at[key] = now
+        self.quota.on_pod("MODIFIED", placed, key, assumed=True)
         self._changed(node)
 
     def forget(self, pod: Object) -> None:
@@ -107,9 +115,15 @@ class InformerClusterView:
         self._bound_at.pop(key, None)
         if assumed is not None:
             self._changed(assumed[1])
+            known = self.pods.get(key)
+            self.quota.on_pod("DELETED" if known is None else "MODIFIED", known or pod, key)
 
     def pod(self, namespace: str, name: str) -> Object | None:
         return self.pods.get(f"{namespace}/{name}")
+
+    def quota_reason(self, pod: Object) -> str | None:
+        """Why the pod's ElasticQuota has no room for it now, else None (QuotaView)."""
+        return self.quota.reason(pod)
 
     # -- ClusterView ----------------------------------------------------------------------------
 

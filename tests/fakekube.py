@@ -168,6 +168,10 @@ KINDS = (
     ),
     # Koordinator's Device CRD has no status subresource (its spec is the whole report)
     Kind(SCHEDULING_GROUP, "v1alpha1", "Device", "devices", False, custom=True),
+    # scheduler-plugins' kinds as Koordinator's CRDs define them: namespaced, no status
+    # subresource (its scheduler patches status through the object)
+    Kind("scheduling.sigs.k8s.io", "v1alpha1", "ElasticQuota", "elasticquotas", True, custom=True),
+    Kind("scheduling.sigs.k8s.io", "v1alpha1", "PodGroup", "podgroups", True, custom=True),
     Kind(
         "admissionregistration.k8s.io",
         "v1",
