@@ -5,9 +5,10 @@ defaultSchedulerFeatureGates (23) and the transformers' gates of pkg/features/fe
 into the scheduler's feature gate, so its Deployment's ``--feature-gates`` (e.g. the chart's
 ``CompatibleCSIStorageCapacity=true`` for Kubernetes 1.22) may name any of them. None of them
 changes what this extender does: each belongs to a part of Koordinator's whole scheduler that
-the stock kube-scheduler or nothing here does (informers, ElasticQuota, Reservation, ...). They
-are accepted so that the Deployment starts unchanged, and those that are on are said at
-start-up (one WARNING line), by koord_scheduler_feature_gate_unimplemented{gate} and in --help.
+the stock kube-scheduler or nothing here does (informers, Reservation, ...), or an ElasticQuota
+behaviour other than Koordinator's default. They are accepted so that the Deployment starts
+unchanged, and those that are on are said at start-up (one WARNING line), by
+koord_scheduler_feature_gate_unimplemented{gate} and in --help.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from koordapi.features import ALL_ALPHA, parse_gates
 
 _INFORMERS = "kube-scheduler's own informers are the stock kube-scheduler's business"
-_QUOTA = "no ElasticQuota plugin here"
+_QUOTA = "the extender's ElasticQuota check does not read it: Koordinator's default behaviour"
 _RESERVATION = "no Reservation plugin here"
 _TRANSFORMER = "no scheduler transformers here"
 

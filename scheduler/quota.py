@@ -34,7 +34,7 @@ from koordapi.quota.model import (
     resources,
     subtract,
 )
-from koordapi.quota.runtime import QuotaTree, QuotaUsage
+from koordapi.quota.runtime import QuotaTree, QuotaUsage, format_resources
 from koordapi.quota.topology import QuotaTopology, quota_of_pod
 
 log = logging.getLogger(__name__)
@@ -106,6 +106,7 @@ class QuotaAdmission:
         if event == "DELETED":
             if before is not None:
                 self.topology.on_delete(before)
+                log.info("ElasticQuota %s deleted", name)
         else:
             try:
                 quota = ElasticQuota.from_object(obj)
@@ -119,6 +120,14 @@ class QuotaAdmission:
                     self.topology.on_delete(before)
             else:
                 self._quotas[name], self._objects[name] = quota, obj
+                if before is None or before.get("spec") != obj.get("spec"):
+                    log.info(
+                        "ElasticQuota %s: parent %s, min %s, max %s",
+                        name,
+                        quota.parent or "-",
+                        format_resources(quota.min),
+                        format_resources(quota.max),
+                    )
         self._replace_all()  # a quota's namespaces decide where pods count
 
     def on_node(self, event: str, node: Object) -> None:
