@@ -42,6 +42,8 @@ ANNOTATION_GUARANTEED = f"{PREFIX}/guaranteed"
 ANNOTATION_ALLOCATED = f"{PREFIX}/allocated"
 ANNOTATION_NON_PREEMPTIBLE_REQUEST = f"{PREFIX}/non-preemptible-request"
 ANNOTATION_NON_PREEMPTIBLE_USED = f"{PREFIX}/non-preemptible-used"
+# the resources whose max must stay at or above status.used (the webhook's check)
+ANNOTATION_MAX_STRICT_CHECK_RESOURCE_KEYS = f"{PREFIX}/max-strict-check-resource-keys"
 
 Resources = dict[str, int]
 """A resource list in the quota code's units (see the module doc)."""
@@ -74,17 +76,25 @@ def fits(request: Mapping[str, int], within: Mapping[str, int]) -> bool:
     return all(amount <= within.get(name, 0) for name, amount in request.items())
 
 
+def parse_resource_list(text: str) -> Resources:
+    """A ResourceList written as JSON (Koordinator's quota annotations); raises ModelError."""
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise ModelError(f"not JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ModelError(f"not a resource list: {text!r}")
+    return resources(raw)
+
+
 def _json_resources(annotations: Mapping[str, str], key: str) -> Resources:
     text = annotations.get(key)
     if not text:
         return {}
     try:
-        raw = json.loads(text)
-    except ValueError as exc:
-        raise ModelError(f"annotation {key}: not JSON: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ModelError(f"annotation {key}: not a resource list: {text!r}")
-    return resources(raw)
+        return parse_resource_list(text)
+    except ModelError as exc:
+        raise ModelError(f"annotation {key}: {exc}") from exc
 
 
 @dataclass(frozen=True)

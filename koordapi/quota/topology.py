@@ -39,6 +39,7 @@ from koordapi.errors import ModelError
 from koordapi.quota.model import (
     ANNOTATION_ALLOCATED,
     ANNOTATION_GUARANTEED,
+    ANNOTATION_MAX_STRICT_CHECK_RESOURCE_KEYS,
     ANNOTATION_NAMESPACES,
     ANNOTATION_SHARED_WEIGHT,
     DEFAULT_QUOTA,
@@ -53,13 +54,9 @@ from koordapi.quota.model import (
     ElasticQuota,
     Resources,
     add,
+    parse_resource_list,
     resources,
     subtract,
-)
-
-# apis/extension/elastic_quota.go: the resources whose max must stay at or above status.used.
-ANNOTATION_MAX_STRICT_CHECK_RESOURCE_KEYS = (
-    "quota.scheduling.koordinator.sh/max-strict-check-resource-keys"
 )
 
 _EMPTY: Mapping[str, Any] = {}
@@ -685,7 +682,7 @@ def validate_quota_self_item(obj: Mapping[str, Any]) -> str | None:
     weight_text = annotations.get(ANNOTATION_SHARED_WEIGHT)
     if weight_text:
         try:
-            weight = _resource_list(weight_text)
+            weight = parse_resource_list(weight_text)
         except ModelError as exc:
             # ours: Koordinator returns the bare JSON error
             return f"{name} quota.Annotation[{ANNOTATION_SHARED_WEIGHT}]'s value is invalid: {exc}"
@@ -833,21 +830,11 @@ def _negative(amounts: Mapping[str, int]) -> str:
     return f"[{' '.join(names)}]" if names else ""
 
 
-def _resource_list(text: str) -> Resources:
-    try:
-        raw = json.loads(text)
-    except ValueError as exc:
-        raise ModelError(f"not JSON: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ModelError(f"not a resource list: {text!r}")
-    return resources(raw)
-
-
 def _lenient_resources(text: str | None) -> Resources:
     if not text:
         return {}
     try:
-        return _resource_list(text)
+        return parse_resource_list(text)
     except ModelError:
         return {}
 
