@@ -163,8 +163,9 @@ def _served(path: str) -> str:
 MANAGER_GATES: Mapping[str, ManagerGate] = {
     "PodMutatingWebhook": ManagerGate(True, True, _served("/mutate-pod"), here=True),
     "PodValidatingWebhook": ManagerGate(True, True, _served("/validate-pod"), here=True),
-    "ElasticMutatingWebhook": ManagerGate(True, True, _QUOTA),
-    "ElasticValidatingWebhook": ManagerGate(True, True, _QUOTA),
+    # followed: off, the manager serves no such path (404) and the chart leaves its entry out
+    "ElasticMutatingWebhook": ManagerGate(True, True),
+    "ElasticValidatingWebhook": ManagerGate(True, True),
     "NodeMutatingWebhook": ManagerGate(False, False, "no Node webhooks here"),
     "NodeValidatingWebhook": ManagerGate(False, False, "no Node webhooks here"),
     "ConfigMapValidatingWebhook": ManagerGate(
@@ -181,8 +182,9 @@ MANAGER_GATES: Mapping[str, ManagerGate] = {
     ),
     "MultiQuotaTree": ManagerGate(False, False, _QUOTA),
     "ElasticQuotaIgnorePodOverhead": ManagerGate(False, False, _QUOTA),
-    "ElasticQuotaGuaranteeUsage": ManagerGate(False, False, _QUOTA),
-    "ElasticQuotaEnableUpdateResourceKey": ManagerGate(False, False, _QUOTA),
+    # followed by the ElasticQuota validating webhook (koordapi.quota.topology.QuotaGates)
+    "ElasticQuotaGuaranteeUsage": ManagerGate(False, False),
+    "ElasticQuotaEnableUpdateResourceKey": ManagerGate(False, False),
     "ElasticQuotaEvaluationTransformPod": ManagerGate(False, False, _QUOTA),
     "DisableDefaultQuota": ManagerGate(False, False, _QUOTA),
     "SupportParentQuotaSubmitPod": ManagerGate(False, False, _QUOTA),

@@ -19,7 +19,8 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from koordapi.features import manager_gates_unfollowed, parse_manager_gates
+from koordapi.features import manager_gate_states, manager_gates_unfollowed, parse_manager_gates
+from koordapi.quota.topology import QuotaGates, QuotaTopology
 from koordapi.settings import flag
 from koordkube import ratelimit
 from koordkube.certkeeper import CertificateKeeper, webhook_names
@@ -37,7 +38,7 @@ from manager.controllers.nodeslo import NodeMetricController, NodeSLOController
 from manager.controllers.state import ClusterState
 from manager.metrics import ManagerMetrics
 from manager.unsupported import SLOConfigAudit
-from manager.webhooks import cabundle
+from manager.webhooks import cabundle, elasticquota
 from manager.webhooks.audit import AdmissionAudit
 from manager.webhooks.server import WebhookServer
 
@@ -274,6 +275,7 @@ class Manager:
         self.queues = {name: WorkQueue() for name in self.reconcilers}
         self._wire()
         self.webhooks: WebhookServer | None = None
+        self.quota_tree, self.quota_routes = self._quota_webhooks()
         # the webhooks' decisions, logged, counted and served at /explain/pods/{ns}/{name}
         self.admission_audit = AdmissionAudit(self.metrics, clock=clock)
         self.leading = asyncio.Event()
@@ -380,6 +382,8 @@ class Manager:
                     client_auth=self.options.webhook_client_auth(),
                     audit=self.admission_audit,
                     rate_limiter=self.webhook_rate_limiter(),
+                    quota_tree=self.quota_tree,
+                    quota_routes=self.quota_routes,
                 )
                 if self.webhooks.authenticator is not None:
                     refused = self.metrics.webhook_client_auth_refused
@@ -406,6 +410,34 @@ class Manager:
             for task in (*informers, *background):
                 task.cancel()
             await asyncio.gather(*informers, *background, return_exceptions=True)
+
+    def _quota_webhooks(self) -> tuple[elasticquota.QuotaTree | None, frozenset[str]]:
+        """The ElasticQuota webhooks' tree, fed by the ElasticQuota informer, and the paths
+        served: ElasticMutatingWebhook and ElasticValidatingWebhook each switch theirs (a
+        path switched off is 404, as in Koordinator, whose server registers no handler)."""
+        gates = manager_gate_states(self.options.feature_gates)
+        routes = frozenset(
+            path
+            for path, gate in (
+                (elasticquota.MUTATE_PATH, "ElasticMutatingWebhook"),
+                (elasticquota.VALIDATE_PATH, "ElasticValidatingWebhook"),
+            )
+            if gates[gate]
+        )
+        if not routes:
+            return None, routes
+        topology = QuotaTopology(
+            QuotaGates(
+                enable_update_resource_key=gates["ElasticQuotaEnableUpdateResourceKey"],
+                guarantee_usage=gates["ElasticQuotaGuaranteeUsage"],
+                support_parent_quota_submit_pod=gates["SupportParentQuotaSubmitPod"],
+                disable_default_quota=gates["DisableDefaultQuota"],
+            )
+        )
+        quotas, pods = self.state.elastic_quotas, self.state.pods
+        tree = elasticquota.QuotaTree(topology, synced=quotas.synced.is_set, pods=pods.list)
+        quotas.add_handler(tree.on_event)
+        return tree, routes
 
     def certificate_keeper(self) -> CertificateKeeper:
         """The keeper of --webhook-cert-secret, its state in the metrics."""

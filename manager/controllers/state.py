@@ -17,7 +17,13 @@ from lightkube.resources.scheduling_v1 import PriorityClass
 from koordkube.client import KubeApi
 from koordkube.informer import Informer
 from koordkube.podindex import PodsByNode
-from koordkube.resources import ClusterColocationProfile, Device, NodeMetric, NodeSLO
+from koordkube.resources import (
+    ClusterColocationProfile,
+    Device,
+    ElasticQuota,
+    NodeMetric,
+    NodeSLO,
+)
 from manager.colocation import ColocationConfig, parse_colocation_config
 from manager.errors import ConfigError
 from manager.sloconfig import COLOCATION_CONFIG
@@ -59,6 +65,9 @@ class ClusterState:
         # Devices (koordlet's report of GPUs and RDMA NICs) are not waited for: a cluster
         # without the Device CRD still gets everything else (see optional_informers).
         self.devices = Informer(api, Device, resync_period=resync)
+        # ElasticQuotas (the quota webhooks' tree), optional as Devices: a cluster without the
+        # CRD runs, and the quota webhooks answer "not listed yet" (manager.webhooks.elasticquota).
+        self.elastic_quotas = Informer(api, ElasticQuota, resync_period=resync)
         self._by_node = PodsByNode()
         self.pods.add_handler(self._index_pod)
         self._colocation: tuple[str | None, ColocationConfig | None] = (None, None)
@@ -81,7 +90,7 @@ class ClusterState:
     def optional_informers(self) -> list[Informer]:
         """Run beside ``informers`` but never waited for (readiness, the first reconcile):
         their kind's CRD may be missing, and the informer then keeps retrying, logging why."""
-        return [self.devices]
+        return [self.devices, self.elastic_quotas]
 
     # -- pods by node -------------------------------------------------------------------------
 

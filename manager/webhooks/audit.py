@@ -67,12 +67,18 @@ PLUGIN_NAMES = {
     "/mutate-pod": "ClusterColocationProfile",
     "/validate-pod": "ClusterColocationProfile",
     "/validate-configmap": "SLOConfig",
+    # pkg/webhook/elasticquota: QuotaMetaChecker.Name()
+    "/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota": "QuotaMetaChecker",
+    "/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota": "QuotaMetaChecker",
 }
 
 
 def webhook_labels(route: str) -> tuple[str, str]:
-    """("mutate", "pod") for /mutate-pod: Koordinator's webhook_type and object_type."""
+    """("mutate", "pod") for /mutate-pod: Koordinator's webhook_type and object_type
+    ("elasticquota" for its long ElasticQuota paths, as its metrics.ElasticQuota)."""
     webhook_type, _, object_type = route.strip("/").partition("-")
+    if object_type.endswith("-elasticquota"):
+        object_type = "elasticquota"
     return webhook_type, object_type
 
 

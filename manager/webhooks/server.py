@@ -1,7 +1,10 @@
 """koord-manager's admission webhook server: aiohttp over HTTPS, thin wrappers over the pure
 webhook functions.
 
-Routes: POST /mutate-pod, /validate-pod, /validate-configmap; GET /healthz. A body that is
+Routes: POST /mutate-pod, /validate-pod, /validate-configmap; with a ``quota_tree``, POST
+/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota and
+/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota (``quota_routes``: which of the two,
+by the gates ElasticMutatingWebhook and ElasticValidatingWebhook); GET /healthz. A body that is
 not an AdmissionReview v1 request gets HTTP 400 (there is no uid to answer to); any review
 gets HTTP 200 with an AdmissionReview answer, including "allowed, with a warning" for a kind
 the route does not handle and "denied, 500" if a webhook function fails unexpectedly.
@@ -41,7 +44,7 @@ from aiohttp import web
 from koordkube.clientauth import ClientAuth, ClientAuthenticator
 from koordkube.ratelimit import RateLimiter, rate_limit_middleware
 from koordkube.tlsreload import CertificateReloader
-from manager.webhooks import configmap_validating, pod_mutating, pod_validating
+from manager.webhooks import configmap_validating, elasticquota, pod_mutating, pod_validating
 from manager.webhooks.admission import (
     AdmissionRequest,
     AdmissionResponse,
@@ -61,7 +64,8 @@ MUTATE_POD = "/mutate-pod"
 VALIDATE_POD = "/validate-pod"
 VALIDATE_CONFIGMAP = "/validate-configmap"
 HEALTHZ = "/healthz"
-ROUTES = frozenset({MUTATE_POD, VALIDATE_POD, VALIDATE_CONFIGMAP})
+QUOTA_ROUTES = frozenset({elasticquota.MUTATE_PATH, elasticquota.VALIDATE_PATH})
+ROUTES = frozenset({MUTATE_POD, VALIDATE_POD, VALIDATE_CONFIGMAP, *QUOTA_ROUTES})
 # A review carries object and oldObject, each up to etcd's 1.5 MiB object limit.
 MAX_REVIEW_BYTES = 8 * 1024 * 1024
 
@@ -119,6 +123,8 @@ class WebhookServer:
         audit: AdmissionAudit | None = None,
         client_auth: ClientAuth | None = None,
         rate_limiter: RateLimiter | None = None,
+        quota_tree: elasticquota.QuotaTree | None = None,
+        quota_routes: Collection[str] = QUOTA_ROUTES,
     ) -> None:
         self.host = host
         self.port = port
@@ -142,6 +148,9 @@ class WebhookServer:
         )
         # None: no rate limit (tests; koord-manager always passes one, see koordkube.ratelimit)
         self.rate_limiter = rate_limiter if rate_limiter and rate_limiter.enabled else None
+        # None: no ElasticQuota webhook (404, as Koordinator's server without the handler)
+        self.quota_tree = quota_tree
+        self.quota_routes = frozenset(quota_routes) & QUOTA_ROUTES if quota_tree else frozenset()
         self._runner: web.AppRunner | None = None
 
     def application(self) -> web.Application:
@@ -154,6 +163,10 @@ class WebhookServer:
         app.router.add_post(MUTATE_POD, self._mutate_pod)
         app.router.add_post(VALIDATE_POD, self._validate_pod)
         app.router.add_post(VALIDATE_CONFIGMAP, self._validate_configmap)
+        if elasticquota.MUTATE_PATH in self.quota_routes:
+            app.router.add_post(elasticquota.MUTATE_PATH, self._mutate_quota)
+        if elasticquota.VALIDATE_PATH in self.quota_routes:
+            app.router.add_post(elasticquota.VALIDATE_PATH, self._validate_quota)
         app.router.add_get(HEALTHZ, self._healthz)
         return app
 
@@ -225,11 +238,30 @@ class WebhookServer:
 
         return await self._serve(request, "ConfigMap", decide)
 
+    async def _mutate_quota(self, request: web.Request) -> web.Response:
+        tree = self.quota_tree
+        assert tree is not None  # the route exists only with a tree
+
+        def decide(review: AdmissionRequest) -> AdmissionResponse:
+            return elasticquota.mutate_quota(review, tree)
+
+        return await self._serve(request, elasticquota.KIND, decide, elasticquota.GROUP)
+
+    async def _validate_quota(self, request: web.Request) -> web.Response:
+        tree = self.quota_tree
+        assert tree is not None  # the route exists only with a tree
+
+        def decide(review: AdmissionRequest) -> AdmissionResponse:
+            return elasticquota.validate_quota(review, tree)
+
+        return await self._serve(request, elasticquota.KIND, decide, elasticquota.GROUP)
+
     async def _serve(
         self,
         request: web.Request,
         kind: str,
         decide: Callable[[AdmissionRequest], AdmissionResponse],
+        group: str = "",
     ) -> web.Response:
         route = request.path
         try:
@@ -241,7 +273,7 @@ class WebhookServer:
         seconds: float | None = None  # the webhook's own work, when it ran
         if review.sub_resource:  # pods/status, pods/binding...: no QoS decision (as upstream)
             response = allowed()
-        elif review.kind != kind or review.group:
+        elif review.kind != kind or review.group != group:
             log.warning("ignore %s on %s: this route handles %s only", key, route, kind)
             response = warn_unexpected_kind(review, kind, route)
         else:

@@ -365,8 +365,6 @@ def test_koord_manager_accepts_its_gates_and_says_which_it_does_not_follow() -> 
     assert sorted(parsed.gates) == [
         "ConfigMapValidatingWebhook",
         "DisablePVCReservation",
-        "ElasticMutatingWebhook",
-        "ElasticValidatingWebhook",
         "PodMutatingWebhook",
     ]
     warning = parsed.warning()

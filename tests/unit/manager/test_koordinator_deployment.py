@@ -90,13 +90,9 @@ def test_the_gate_table_is_koordinators() -> None:
 
 
 def test_a_gate_is_said_only_where_its_state_differs_from_what_the_manager_does() -> None:
-    # Koordinator's defaults: the ElasticQuota webhooks are on (none here); the ConfigMap
-    # webhook is off there but served here whenever the configuration names it
-    assert sorted(manager_gates_unfollowed({})) == [
-        "ConfigMapValidatingWebhook",
-        "ElasticMutatingWebhook",
-        "ElasticValidatingWebhook",
-    ]
+    # Koordinator's defaults: the ConfigMap webhook is off there but served here whenever the
+    # configuration names it (the ElasticQuota webhooks' gates are followed)
+    assert sorted(manager_gates_unfollowed({})) == ["ConfigMapValidatingWebhook"]
     # AllBeta=false turns the beta Pod webhook gates off (served here all the same); a gate
     # named wins over its stage's AllBeta or AllAlpha
     said = manager_gates_unfollowed(
@@ -155,7 +151,7 @@ def test_koordinators_flags_and_environment_not_followed_are_one_warning() -> No
         "--namespace (",
         "--rest-config-qps (",
         "$WEBHOOK_HOST (",
-        "ElasticMutatingWebhook",
+        "ConfigMapValidatingWebhook",
     ):
         assert named in warning
     assert "logtostderr" not in warning  # klog's, and what this manager does anyway
@@ -318,8 +314,9 @@ def test_the_manager_runs_with_koordinators_deployment_and_keeps_its_own_certifi
         assert stored is not None
         bundles = {base64.b64decode(h["clientConfig"]["caBundle"]) for h in stored["webhooks"]}
         assert bundles == {ca_pem}, kind
-    # the gates Koordinator turns on by default that do nothing here, as a metric
-    assert 'koord_manager_feature_gate_unimplemented{gate="ElasticMutatingWebhook"} 1.0' in metrics
+    # the gates whose default state is not what this manager does, as a metric
+    gate = 'koord_manager_feature_gate_unimplemented{gate="ConfigMapValidatingWebhook"} 1.0'
+    assert gate in metrics
     assert "koord_manager_flag_unimplemented{" not in metrics  # none of its flags is ignored
 
 
