@@ -192,6 +192,20 @@ class ManagerMetrics:
             registry=self.registry,
         )
 
+        # ours, with the labels and field values of Koordinator's koord-scheduler series
+        # scheduler_elastic_quota_status, which holds the scheduler's own view (its assumed
+        # pods counted at once); this is the manager's, from its informers, written by the
+        # leader (manager.controllers.elasticquota)
+        self.elastic_quota_status = Gauge(
+            "koord_manager_elastic_quota_status",
+            "ElasticQuota current status as koord-manager's leader computes and writes it, by "
+            "field (runtime, request, child-request, guaranteed, allocated, "
+            "non-preemptible-request, non-preemptible-used, used, min, max, sharedWeight) and "
+            "resource: cpu in milli-cores, the others in whole units",
+            ["name", "resource", "tree", "is_parent", "parent", "field"],
+            registry=self.registry,
+        )
+
     def exposition(self) -> bytes:
         """/metrics' body: Koordinator's counters in the Go client's form, then the rest."""
         counters = [v for v in vars(self).values() if isinstance(v, GoCounter)]
