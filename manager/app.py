@@ -31,6 +31,8 @@ from koordkube.probes import serve_probes
 from koordkube.resources import object_key
 from koordkube.workqueue import WorkQueue, run_worker
 from manager.controllers.deviceresource import DeviceResourceController
+from manager.controllers.elasticquota import KEY as ELASTIC_QUOTA_KEY
+from manager.controllers.elasticquota import ElasticQuotaStatusController
 from manager.controllers.events import EventRecorder
 from manager.controllers.noderesource import NAME as NODE_RESOURCE
 from manager.controllers.noderesource import NodeResourceController
@@ -266,11 +268,19 @@ class Manager:
         self.node_slo = NodeSLOController(api, self.state, self.events, self.metrics)
         self.node_metric = NodeMetricController(api, self.state, self.metrics)
         self.device_resource = DeviceResourceController(api, self.state, self.metrics)
+        # ElasticQuota status: one key, any pod, node or quota event asks for a pass
+        self.elastic_quota = ElasticQuotaStatusController(
+            api,
+            self.state,
+            self.metrics,
+            nudge=lambda: self.queues[ElasticQuotaStatusController.NAME].add(ELASTIC_QUOTA_KEY),
+        )
         self.reconcilers: dict[str, Callable[[str], Awaitable[float | None]]] = {
             NODE_RESOURCE: self.node_resource.reconcile,
             NodeSLOController.NAME: self.node_slo.reconcile,
             NodeMetricController.NAME: self.node_metric.reconcile,
             DeviceResourceController.NAME: self.device_resource.reconcile,
+            ElasticQuotaStatusController.NAME: self.elastic_quota.reconcile,
         }
         self.queues = {name: WorkQueue() for name in self.reconcilers}
         self._wire()

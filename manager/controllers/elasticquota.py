@@ -204,7 +204,7 @@ class ElasticQuotaStatusController:
         if not self.state.elastic_quotas.synced.is_set():
             return self.interval  # a partial list of quotas would write wrong numbers
         now = self.clock()
-        if self._last is not None and now - self._last < self.interval:
+        if self._last is not None and 0 <= now - self._last < self.interval:
             return self._last + self.interval - now
         self._last = now
         await self.sync()

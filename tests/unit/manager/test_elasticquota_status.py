@@ -32,6 +32,7 @@ from manager.controllers.state import ClusterState
 from manager.metrics import ManagerMetrics
 from tests.fakekube import FakeKubeAPI
 from tests.unit.koordkube.fakes import ManualClock, eventually, run
+from tests.unit.manager.test_controllers import running
 
 NS = "koordinator-system"
 GI = 1024**3
@@ -373,6 +374,57 @@ def test_metrics_per_quota_with_koordinators_labels_and_fields() -> None:
             await h.pass_()
             assert h.gauge("quota-b", "max", "cpu") is None
             assert h.gauge("quota-a", "max", "cpu") == 6000
+
+    run(scenario())
+
+
+def test_the_manager_runs_it_on_the_leader() -> None:
+    api = two_quotas()
+
+    async def scenario() -> None:
+        async with running(api, leader_elect=False) as manager:
+            await eventually(lambda: model.ANNOTATION_RUNTIME in annotations("quota-b"))
+            assert json.loads(annotations("quota-b")[model.ANNOTATION_RUNTIME]) == {
+                "cpu": "900m",
+                "memory": "3Gi",
+            }
+            # a pod placed later is counted and written by a later pass (a second on)
+            api.seed(make_pod("b-2", "quota-b", "300m", "1Gi"))
+            await eventually(lambda: used("quota-b").get("cpu") == "1200m", timeout=5.0)
+            assert used("quota-b")["memory"] == "4Gi"
+            assert (
+                manager.metrics.registry.get_sample_value(
+                    "koord_manager_elastic_quota_status",
+                    {
+                        "name": "quota-b",
+                        "resource": "cpu",
+                        "tree": "",
+                        "is_parent": "false",
+                        "parent": model.ROOT_QUOTA,
+                        "field": "used",
+                    },
+                )
+                == 1200
+            )
+
+    def annotations(name: str) -> dict[str, str]:
+        obj = api.get("ElasticQuota", name, "quotas") or {}
+        return dict((obj.get("metadata") or {}).get("annotations") or {})
+
+    def used(name: str) -> dict[str, str]:
+        obj = api.get("ElasticQuota", name, "quotas") or {}
+        return dict((obj.get("status") or {}).get("used") or {})
+
+    run(scenario())
+
+
+def test_a_clock_gone_back_does_not_hold_the_passes() -> None:
+    api = two_quotas()
+
+    async def scenario() -> None:
+        async with watching(api) as h:
+            assert await h.pass_() is None
+            assert await h.pass_(-3600.0) is None  # a pass, not an hour's wait
 
     run(scenario())
 
