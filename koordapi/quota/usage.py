@@ -23,6 +23,7 @@ from typing import Any
 from koordapi.errors import ModelError
 from koordapi.pod import pod_requests
 from koordapi.quota.model import (
+    ANNOTATION_NAMESPACES,
     ElasticQuota,
     Resources,
     add,
@@ -54,6 +55,14 @@ def pod_request(pod: Object) -> Resources:
             names.update((resources_of.get(part) or {}).keys())
     found = {name: pod_requests(spec, (name, name))[0] for name in sorted(names)}
     return {name: amount for name, amount in found.items() if amount}
+
+
+def _placement(obj: Object) -> tuple[str, str]:
+    """What of a quota decides which pods count in it besides its name (quota_of_pod): its
+    namespace and its namespaces annotation."""
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    return str(meta.get("namespace") or ""), str(annotations.get(ANNOTATION_NAMESPACES) or "")
 
 
 @dataclass(frozen=True)
@@ -109,7 +118,7 @@ class QuotaBook:
     def on_quota(self, event: str, obj: Object) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
         before = self._objects.pop(name, None)
-        self._quotas.pop(name, None)
+        was = self._quotas.pop(name, None)
         self.rejected.pop(name, None)
         if event == "DELETED":
             if before is not None:
@@ -137,7 +146,12 @@ class QuotaBook:
                         format_resources(quota.min),
                         format_resources(quota.max),
                     )
-        self._replace_all()  # a quota's namespaces decide where pods count
+                if before is not None and _placement(before) == _placement(obj):
+                    # the pods stay where they count (a status write, a new min): the tree
+                    # is rebuilt only if the quota's numbers changed
+                    self._stale = self._stale or was != quota
+                    return
+        self._replace_all()  # a quota's names and namespaces decide where pods count
 
     def on_node(self, event: str, node: Object) -> None:
         name = str((node.get("metadata") or {}).get("name") or "")
