@@ -128,13 +128,14 @@ def status_patch(obj: Object, info: QuotaInfo) -> tuple[dict[str, Any] | None, l
                 resource_list_json(amounts)
             )
     raw_used = (obj.get("status") or {}).get(USED)
+    held = raw_used if isinstance(raw_used, dict) else {}
     try:
-        used_before: Resources | None = resources(raw_used if isinstance(raw_used, dict) else {})
+        used_before: Resources | None = resources(held) if held == (raw_used or {}) else None
     except ModelError:
         used_before = None
     if changed(USED, used_before, info.used):
         written: dict[str, str | None] = dict(resource_list(info.used))
-        for gone in sorted(set(raw_used or {}) - set(info.used)):
+        for gone in sorted(set(held) - set(info.used)):
             written[gone] = None  # a merge patch deletes a key set to null
         patch["status"] = {USED: written}
     return (patch or None), changes
@@ -242,7 +243,8 @@ class ElasticQuotaStatusController:
                 failed.append(name)
                 continue
             self.metrics.reconciles.labels(NAME, "updated").inc()
-            log.info("ElasticQuota %s/%s: %s", namespace, name, ", ".join(changes))
+            # up to a line a second per quota: debug, as Koordinator logs it at V(5)
+            log.debug("ElasticQuota %s/%s: %s", namespace, name, ", ".join(changes))
         listed = {str((o.get("metadata") or {}).get("name") or "") for o in objects}
         for gone in set(self._skipped) - listed:
             del self._skipped[gone]

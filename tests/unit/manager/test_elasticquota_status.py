@@ -450,6 +450,15 @@ def test_the_patch_deletes_a_resource_no_longer_used_and_rewrites_an_unreadable_
     ]
 
 
+def test_a_used_that_is_no_resource_list_is_replaced() -> None:
+    quota = make_quota("q", {"cpu": "1"}, {"cpu": "3"})
+    quota["status"] = {"used": ["cpu", "2"]}
+    tree = QuotaTree.from_objects([quota], {"cpu": 4100})
+    patch, changes = status_patch(quota, tree.info("q"))
+    assert patch is not None and patch["status"] == {"used": {}}
+    assert "used changed from unreadable to <empty>" in changes
+
+
 def test_resource_lists_are_written_as_kubernetes_quantities_in_gos_json() -> None:
     assert resource_list_json({"memory": 37 * GI, "cpu": 7300, "pods": 2000}) == (
         '{"cpu":"7300m","memory":"37Gi","pods":"2k"}'
