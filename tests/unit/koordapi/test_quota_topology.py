@@ -12,8 +12,8 @@ import pytest
 
 from koordapi.errors import ModelError
 from koordapi.quota import model
+from koordapi.quota.model import ANNOTATION_MAX_STRICT_CHECK_RESOURCE_KEYS
 from koordapi.quota.topology import (
-    ANNOTATION_MAX_STRICT_CHECK_RESOURCE_KEYS,
     PodIndex,
     QuotaGates,
     QuotaInfo,
