@@ -50,13 +50,13 @@ Strings only (no `fail` here): one render collects every line.
 {{- $webhookConfiguration := $v.webhookConfiguration | default dict -}}
 {{- $policies := $webhookConfiguration.failurePolicy | default dict -}}
 {{- $absent := list -}}
-{{- range $key := list "elasticquotas" "nodeStatus" "nodes" "reservations" }}
+{{- range $key := list "nodeStatus" "nodes" "reservations" }}
 {{- if hasKey $policies $key }}
 {{- $absent = append $absent (printf "webhookConfiguration.failurePolicy.%s" $key) }}
 {{- end }}
 {{- end }}
 {{- with $absent }}
-{{- $ignored = append $ignored (printf "%s: koord-manager here serves no ElasticQuota, Node, Node status or Reservation webhook" (join ", " .)) }}
+{{- $ignored = append $ignored (printf "%s: koord-manager here serves no Node, Node status or Reservation webhook" (join ", " .)) }}
 {{- end }}
 {{- if and $webhookConfiguration (not (and $v.manager.enabled $v.manager.webhook.enabled)) }}
 {{- $ignored = append $ignored "webhookConfiguration: no webhook is served (manager.enabled or manager.webhook.enabled is false)" }}

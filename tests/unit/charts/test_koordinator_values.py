@@ -46,7 +46,10 @@ KOORDLET_AFFINITY = {
     }
 }
 # Koordinator's chart leaves out the webhooks whose gates these turn off.
-GATES_OFF = "PodMutatingWebhook=false, PodValidatingWebhook=False,ConfigMapValidatingWebhook=false"
+GATES_OFF = (
+    "PodMutatingWebhook=false, PodValidatingWebhook=False,ConfigMapValidatingWebhook=false,"
+    "ElasticMutatingWebhook=false,ElasticValidatingWebhook=FALSE"
+)
 TOLERATIONS = [{"key": "node.example.org/ctl", "operator": "Exists", "effect": "NoExecute"}]
 
 # Koordinator's keys with values other than its defaults, over its file.
@@ -92,7 +95,10 @@ UNUSUAL: Mapping[str, Any] = {
         "nodeSelector": {"node.example.org/ctl": "yes"},
         "tolerations": TOLERATIONS,
     },
-    "webhookConfiguration": {"failurePolicy": {"pods": "Fail"}, "timeoutSeconds": 7},
+    "webhookConfiguration": {
+        "failurePolicy": {"pods": "Fail", "elasticquotas": "Fail"},
+        "timeoutSeconds": 7,
+    },
     "serviceAccount": {"annotations": {"iam.example.org/role": "koord-17"}},
     "deviceDaemon": {"log": {"level": "6"}},
 }
@@ -478,16 +484,21 @@ def test_webhook_configuration(releases: dict[str, helm.Release]) -> None:
     unusual = webhooks(releases["unusual"])
     assert unusual["mpod.koordinator.sh"]["failurePolicy"] == "Fail"
     assert unusual["vpod.koordinator.sh"]["failurePolicy"] == "Fail"
+    # failurePolicy.elasticquotas: both ElasticQuota webhooks, as in Koordinator's chart
+    assert unusual["melasticquota.koordinator.sh"]["failurePolicy"] == "Fail"
+    assert unusual["velasticquota.koordinator.sh"]["failurePolicy"] == "Fail"
     assert {hook["timeoutSeconds"] for hook in unusual.values()} == {7}
     koordinator = webhooks(releases["koordinator"])
     assert koordinator["mpod.koordinator.sh"]["failurePolicy"] == "Ignore"
+    assert koordinator["melasticquota.koordinator.sh"]["failurePolicy"] == "Ignore"
+    assert koordinator["velasticquota.koordinator.sh"]["failurePolicy"] == "Ignore"
     assert {hook["timeoutSeconds"] for hook in koordinator.values()} == {30}
     keys = [
-        f"webhookConfiguration.failurePolicy.{k}"
-        for k in ("elasticquotas", "nodeStatus", "nodes", "reservations")
+        f"webhookConfiguration.failurePolicy.{k}" for k in ("nodeStatus", "nodes", "reservations")
     ]
     line = named(releases["koordinator"], keys[0])
-    assert line.startswith(", ".join(keys) + ": koord-manager here serves no ElasticQuota")
+    assert line.startswith(", ".join(keys) + ": koord-manager here serves no Node")
+    assert "elasticquotas" not in "".join(ignored(releases["koordinator"]))
     # UNUSUAL gives pods only (merged over the file: the others are still there)
     assert named(releases["unusual"], keys[0]) == line
 
@@ -516,4 +527,6 @@ def test_feature_gates_switch_the_webhooks(releases: dict[str, helm.Release]) ->
             "mpod.koordinator.sh",
             "vpod.koordinator.sh",
             "vconfigmap.koordinator.sh",
+            "melasticquota.koordinator.sh",
+            "velasticquota.koordinator.sh",
         }

@@ -390,12 +390,13 @@ def test_manager_image_is_the_one_the_containerfile_builds() -> None:
 
 def test_webhook_configurations_call_the_managers_paths(default: helm.Release) -> None:
     hooks = webhooks(default)
-    assert set(hooks) == {"mpod.koordinator.sh", "vpod.koordinator.sh", "vconfigmap.koordinator.sh"}
     paths = {name: hook["clientConfig"]["service"]["path"] for name, hook in hooks.items()}
     assert paths == {
         "mpod.koordinator.sh": "/mutate-pod",
         "vpod.koordinator.sh": "/validate-pod",
         "vconfigmap.koordinator.sh": "/validate-configmap",
+        "melasticquota.koordinator.sh": "/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota",
+        "velasticquota.koordinator.sh": "/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota",
     }
     for hook in hooks.values():
         service = hook["clientConfig"]["service"]
@@ -416,11 +417,28 @@ def test_webhook_configurations_call_the_managers_paths(default: helm.Release) -
     assert rules["vconfigmap.koordinator.sh"] == [
         {"operations": ["CREATE", "UPDATE"], **configmaps}
     ]
+    quotas = {
+        "apiGroups": ["scheduling.sigs.k8s.io"],
+        "apiVersions": ["v1alpha1"],
+        "resources": ["elasticquotas"],
+        "scope": "Namespaced",
+    }
+    assert rules["melasticquota.koordinator.sh"] == [{"operations": ["CREATE"], **quotas}]
+    assert rules["velasticquota.koordinator.sh"] == [
+        {"operations": ["CREATE", "UPDATE", "DELETE"], **quotas}
+    ]
     # Koordinator's chart: a manager that is down never blocks pods; the ConfigMap check fails
     # closed.
     assert hooks["mpod.koordinator.sh"]["failurePolicy"] == "Ignore"
     assert hooks["vpod.koordinator.sh"]["failurePolicy"] == "Ignore"
     assert hooks["vconfigmap.koordinator.sh"]["failurePolicy"] == "Fail"
+    # the ElasticQuota webhooks: Koordinator's webhookConfiguration.failurePolicy.elasticquotas
+    # default, and its selector (every namespace but those labelled control-plane)
+    for name in ("melasticquota.koordinator.sh", "velasticquota.koordinator.sh"):
+        assert hooks[name]["failurePolicy"] == "Ignore"
+        assert hooks[name]["namespaceSelector"] == {
+            "matchExpressions": [{"key": "control-plane", "operator": "DoesNotExist"}]
+        }
 
 
 def test_pod_webhooks_skip_kube_system_and_the_managers_namespace(default: helm.Release) -> None:

@@ -75,12 +75,16 @@ def test_the_webhooks_wait_the_api_servers_default_and_keep_their_failure_polici
         "mpod.koordinator.sh": 10,
         "vpod.koordinator.sh": 10,
         "vconfigmap.koordinator.sh": 10,
+        "melasticquota.koordinator.sh": 10,
+        "velasticquota.koordinator.sh": 10,
     }
     policies = {name: hook["failurePolicy"] for name, hook in hooks.items()}
     assert policies == {
         "mpod.koordinator.sh": "Ignore",
         "vpod.koordinator.sh": "Ignore",
         "vconfigmap.koordinator.sh": "Fail",
+        "melasticquota.koordinator.sh": "Ignore",
+        "velasticquota.koordinator.sh": "Ignore",
     }
 
 
