@@ -186,8 +186,9 @@ MANAGER_GATES: Mapping[str, ManagerGate] = {
     "ElasticQuotaGuaranteeUsage": ManagerGate(False, False),
     "ElasticQuotaEnableUpdateResourceKey": ManagerGate(False, False),
     "ElasticQuotaEvaluationTransformPod": ManagerGate(False, False, _QUOTA),
-    "DisableDefaultQuota": ManagerGate(False, False, _QUOTA),
-    "SupportParentQuotaSubmitPod": ManagerGate(False, False, _QUOTA),
+    # followed by the pod validating webhook's quota checks
+    "DisableDefaultQuota": ManagerGate(False, False),
+    "SupportParentQuotaSubmitPod": ManagerGate(False, False),
     "EnableQuotaAdmission": ManagerGate(False, False, _QUOTA),
     "EnableSyncGPUSharedResource": ManagerGate(False, False, "no GPU sharing here"),
     "ColocationProfileController": ManagerGate(False, False, "profiles apply at admission only"),

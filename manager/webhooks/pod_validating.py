@@ -7,7 +7,10 @@ Rules, each denial naming the field (and containers) at fault:
 * BE may not run as koord-prod or without a priority class, LSR only as koord-prod (priority
   class taken raw: the priority-class label, else the ``spec.priority`` range);
 * LSR and LSE pods must request a non-zero integer number of CPUs (pod total by Kubernetes'
-  PodRequests, pod-level resources included, as upstream: their CPUs are allocated per pod).
+  PodRequests, pod-level resources included, as upstream: their CPUs are allocated per pod);
+* given the ElasticQuota webhooks' tree (``quotas``), a pod may not run in a parent quota and
+  its ``quota.scheduling.koordinator.sh/preemptible`` label is fixed (Koordinator's
+  pkg/webhook/elasticquota pod_check.go, with its texts).
 Pure: one AdmissionRequest in, one AdmissionResponse out.
 """
 
@@ -18,6 +21,7 @@ from typing import Any
 
 from koordapi import keys, qos
 from koordapi import pod as pod_model
+from koordapi.quota.topology import QuotaTopology
 from manager.webhooks import pods
 from manager.webhooks.admission import (
     AdmissionRequest,
@@ -37,7 +41,9 @@ FORBIDDEN = {
 PINNED = (qos.QoSClass.LSR, qos.QoSClass.LSE)
 
 
-def validate_pod(request: AdmissionRequest) -> AdmissionResponse:
+def validate_pod(
+    request: AdmissionRequest, quotas: QuotaTopology | None = None
+) -> AdmissionResponse:
     if request.sub_resource or request.operation not in ("CREATE", "UPDATE"):
         return allowed()  # status, binding, eviction... and deletes carry no QoS change
     if request.object is None:
@@ -49,9 +55,19 @@ def validate_pod(request: AdmissionRequest) -> AdmissionResponse:
         pods.check_resources(pod)
         errors = immutable_fields(request.old_object, pod) if request.old_object else []
         errors += batch_needs_be(pod) + forbidden_combination(pod) + pinned_cpus(pod)
+        if quotas is not None:
+            errors += quota_checks(quotas, request.old_object, pod)
     except ObjectError as err:
         return denied(f"malformed pod: {err}", DENIED)
     return denied("; ".join(errors), DENIED) if errors else allowed()
+
+
+def quota_checks(
+    quotas: QuotaTopology, old: Mapping[str, Any] | None, pod: Mapping[str, Any]
+) -> list[str]:
+    """QuotaMetaChecker.ValidatePod: ValidateAddPod on CREATE, ValidateUpdatePod on UPDATE."""
+    reason = quotas.validate_update_pod(old, pod) if old else quotas.validate_add_pod(pod)
+    return [reason] if reason else []
 
 
 def _show(value: str) -> str:

@@ -224,7 +224,14 @@ class WebhookServer:
         return await self._serve(request, "Pod", decide)
 
     async def _validate_pod(self, request: web.Request) -> web.Response:
-        return await self._serve(request, "Pod", pod_validating.validate_pod)
+        tree = self.quota_tree
+
+        def decide(review: AdmissionRequest) -> AdmissionResponse:
+            # the quota checks once the tree is listed (before, it knows no parent quota)
+            quotas = tree.topology if tree is not None and tree.synced() else None
+            return pod_validating.validate_pod(review, quotas)
+
+        return await self._serve(request, "Pod", decide)
 
     async def _validate_configmap(self, request: web.Request) -> web.Response:
         def decide(review: AdmissionRequest) -> AdmissionResponse:

@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from koordapi.quota.topology import QuotaGates, QuotaTopology
 from manager.app import Manager, ManagerOptions
-from manager.webhooks import elasticquota
+from manager.webhooks import elasticquota, pod_validating
 from manager.webhooks.admission import AdmissionRequest, AdmissionResponse, parse_review
 from manager.webhooks.server import StaticStateProvider, WebhookServer
 from tests.fakekube import FakeKubeAPI
@@ -489,3 +489,61 @@ def test_the_managers_quota_informer_feeds_the_tree() -> None:
 
     asyncio.run(scenario())
     assert seen == {"before": False, "after": True, "quotas": ["org", "team-x"]}
+
+
+# -- the pod validating webhook's quota checks (pod_check.go) --------------------------------
+
+PREEMPTIBLE = "quota.scheduling.koordinator.sh/preemptible"
+
+
+def validate_pod(tree: Tree, pod: dict[str, Any], old: dict[str, Any] | None = None) -> Any:
+    operation = "UPDATE" if old else "CREATE"
+    request = builders.request(pod, operation, old=old)
+    return pod_validating.validate_pod(request, tree.tree.topology)
+
+
+def test_a_pod_of_a_parent_quota_is_refused() -> None:
+    tree = admitted(Tree(), ORG, TEAM_X)
+    response = validate_pod(tree, labelled_pod("trainer-3", "org"))
+    assert (response.allowed, response.code) == (False, 400)
+    assert (
+        response.message == "pod can not be linked to a parentQuotaGroup,quota:org, pod:trainer-3"
+    )
+    assert validate_pod(tree, labelled_pod("trainer-3", "team-x")).allowed
+    # a quota not in the tree is the default quota: no check
+    assert validate_pod(tree, labelled_pod("trainer-3", "no-such-quota")).allowed
+    gated = admitted(Tree(gates=QuotaGates(support_parent_quota_submit_pod=True)), ORG)
+    assert validate_pod(gated, labelled_pod("trainer-3", "org")).allowed
+
+
+def test_a_pod_of_a_namespace_bound_to_a_parent_quota_is_refused() -> None:
+    bound = quota("org", is_parent=True, max=MAX, annotations={NAMESPACES: '["team-a"]'})
+    tree = admitted(Tree(), bound)
+    unlabelled = builders.pod(name="web")  # in builders.NAMESPACE, team-a
+    assert validate_pod(tree, unlabelled).message == (
+        "pod can not be linked to a parentQuotaGroup,quota:org, pod:web"
+    )
+    # DisableDefaultQuota: only the label says the quota
+    gated = admitted(Tree(gates=QuotaGates(disable_default_quota=True)), bound)
+    assert validate_pod(gated, unlabelled).allowed
+
+
+def test_the_preemptible_label_may_not_change() -> None:
+    tree = admitted(Tree(), ORG, TEAM_X)
+    old = builders.pod(name="web", labels={QUOTA_NAME: "team-x", PREEMPTIBLE: "true"})
+    new = builders.pod(name="web", labels={QUOTA_NAME: "team-x", PREEMPTIBLE: "false"})
+    assert validate_pod(tree, new, old).message == "Preemptible label is forbidden modify now."
+    assert validate_pod(tree, old, old).allowed
+
+
+def test_the_pod_route_checks_quotas_once_the_tree_is_listed() -> None:
+    tree = admitted(Tree(), ORG)
+    body = builders.review(labelled_pod("trainer-3", "org"))
+    tree.listed = False
+    ((_, early),) = post_all(server(tree), [("/validate-pod", body)])
+    assert early["response"]["allowed"] is True
+    tree.listed = True
+    ((_, listed),) = post_all(server(tree), [("/validate-pod", body)])
+    assert listed["response"]["status"]["message"] == (
+        "pod can not be linked to a parentQuotaGroup,quota:org, pod:trainer-3"
+    )
