@@ -445,7 +445,15 @@ class Manager:
             )
         )
         quotas, pods = self.state.elastic_quotas, self.state.pods
-        tree = elasticquota.QuotaTree(topology, synced=quotas.synced.is_set, pods=pods.list)
+        gauge = self.metrics.webhook_quota_shared_weight
+        tree = elasticquota.QuotaTree(
+            topology,
+            synced=quotas.synced.is_set,
+            pods=pods.list,
+            on_shared_weight=lambda name, resource, amount: gauge.labels(name, resource).set(
+                amount
+            ),
+        )
         quotas.add_handler(tree.on_event)
         return tree, routes
 

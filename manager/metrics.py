@@ -29,9 +29,7 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 SUCCEEDED, FAILED = "succeeded", "failed"  # Koordinator's status label values
 # Koordinator's koord-manager series that are not exported here, and why (the census in
 # docs/manager.md; tests/unit/manager/test_koordinator_metrics.py holds upstream's list).
-KOORDINATOR_NOT_MEASURED: Mapping[str, str] = {
-    "koord_manager_webhook_quota_shared_weight": "no ElasticQuota webhook here",
-}
+KOORDINATOR_NOT_MEASURED: Mapping[str, str] = {}
 # Koordinator's webhook_duration_milliseconds buckets: ExponentialBuckets(0.001, 2, 20).
 WEBHOOK_MS_BUCKETS = tuple(0.001 * 2**i for i in range(20))
 
@@ -123,6 +121,14 @@ class ManagerMetrics:
             "webhook_duration_milliseconds",
             ["webhook_type", "object_type", "operation", "plugin_name", "status"],
             buckets=WEBHOOK_MS_BUCKETS,
+            registry=self.registry,
+        )
+        # Koordinator's: set by the ElasticQuota mutating webhook for each quota it gives its
+        # max as shared weight (series are never removed, as there)
+        self.webhook_quota_shared_weight = Gauge(
+            "koord_manager_webhook_quota_shared_weight",
+            "The shared weight of the quota",
+            ["elasticquota_name", "resource_name"],
             registry=self.registry,
         )
         self.leader = Gauge(

@@ -29,7 +29,9 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from koordapi import quantity
 from koordapi.errors import ModelError
+from koordapi.quota.model import ANNOTATION_SHARED_WEIGHT
 from koordapi.quota.topology import PodIndex, QuotaTopology
 from manager.webhooks.admission import (
     AdmissionRequest,
@@ -52,6 +54,9 @@ NOT_LISTED = "koord-manager has not listed the ElasticQuotas yet: the quota tree
 # The informer's event names (koordkube.informer), spelt here so this module stays pure.
 _DELETED = "DELETED"
 
+SharedWeightRecorder = Callable[[str, str, float], None]
+"""(quota name, resource, amount): koord_manager_webhook_quota_shared_weight's sample."""
+
 
 class QuotaTree:
     """The webhooks' quota tree: a ``QuotaTopology``, whether the informer feeding it has
@@ -66,10 +71,12 @@ class QuotaTree:
         *,
         synced: Callable[[], bool],
         pods: Callable[[], Iterable[Mapping[str, Any]]],
+        on_shared_weight: SharedWeightRecorder | None = None,
     ) -> None:
         self.topology = topology
         self.synced = synced
         self.pods = pods
+        self.on_shared_weight = on_shared_weight
         # The informer hands the new object only; OnQuotaUpdate needs the old one too.
         self._seen: dict[str, Mapping[str, Any]] = {}
 
@@ -143,4 +150,25 @@ def mutate_quota(request: AdmissionRequest, tree: QuotaTree) -> AdmissionRespons
         if not tree.synced():
             return allowed(f"{NOT_LISTED}: {err}")
         return denied(str(err), DENIED)
+    if tree.on_shared_weight is not None:
+        _record_shared_weight(quota, filled, tree.on_shared_weight)
     return patched(json_patch(quota, filled))
+
+
+def _record_shared_weight(
+    quota: Mapping[str, Any], filled: Mapping[str, Any], record: SharedWeightRecorder
+) -> None:
+    """metrics.RecordQuotaSharedWeight, where Koordinator calls it: a shared weight filled in
+    as max, each resource's amount as ``Quantity.Value`` (rounded up to a whole unit: cores,
+    bytes)."""
+    meta = quota.get("metadata") or {}
+    if (meta.get("annotations") or {}).get(ANNOTATION_SHARED_WEIGHT):
+        return  # given: Koordinator records nothing, even where it drops or adds keys
+    if ANNOTATION_SHARED_WEIGHT not in ((filled.get("metadata") or {}).get("annotations") or {}):
+        return  # the root quota: nothing filled
+    name = str(meta.get("name") or "")
+    for resource, amount in ((quota.get("spec") or {}).get("max") or {}).items():
+        try:
+            record(name, str(resource), float(quantity.value(amount)))
+        except ModelError:
+            continue  # the validating webhook refuses it

@@ -21,6 +21,7 @@ from manager.webhooks.admission import AdmissionRequest, AdmissionResponse, pars
 from manager.webhooks.server import StaticStateProvider, WebhookServer
 from tests.fakekube import FakeKubeAPI
 from tests.unit.manager.test_controllers import until
+from tests.unit.manager.test_koordinator_metrics import value
 from tests.unit.manager.webhooks import builders
 
 PARENT = "quota.scheduling.koordinator.sh/parent"
@@ -547,3 +548,30 @@ def test_the_pod_route_checks_quotas_once_the_tree_is_listed() -> None:
     assert listed["response"]["status"]["message"] == (
         "pod can not be linked to a parentQuotaGroup,quota:org, pod:trainer-3"
     )
+
+
+# -- koord_manager_webhook_quota_shared_weight ----------------------------------------------
+
+
+def test_a_shared_weight_filled_as_max_is_recorded_rounded_up() -> None:
+    recorded: list[tuple[str, str, float]] = []
+    tree = Tree()
+    tree.tree.on_shared_weight = lambda *sample: recorded.append(sample)
+    mutate(tree, "CREATE", quota("solo", max={"cpu": "7500m", "memory": "3Gi"}))
+    assert sorted(recorded) == [("solo", "cpu", 8.0), ("solo", "memory", 3 * 2.0**30)]
+    recorded.clear()
+    # given (even with keys to fix) or the root quota: Koordinator records nothing
+    given = quota("other", max=MAX, annotations={SHARED_WEIGHT: '{"cpu":"2"}'})
+    mutate(tree, "CREATE", given)
+    mutate(tree, "CREATE", quota("koordinator-root-quota", max=MAX))
+    assert recorded == []
+
+
+def test_the_manager_exports_the_shared_weight() -> None:
+    manager = Manager(FakeKubeAPI().kube_api(), ManagerOptions(webhook_port=None, metrics_addr=""))
+    assert manager.quota_tree is not None
+    elasticquota.mutate_quota(req("CREATE", quota("solo", max=MAX)), manager.quota_tree)
+    name = "koord_manager_webhook_quota_shared_weight"
+    labels = {"elasticquota_name": "solo"}
+    assert value(manager.metrics, name, **labels, resource_name="cpu") == 73.0
+    assert value(manager.metrics, name, **labels, resource_name="memory") == 90 * 2.0**30
