@@ -424,7 +424,10 @@ class Manager:
     def _quota_webhooks(self) -> tuple[elasticquota.QuotaTree | None, frozenset[str]]:
         """The ElasticQuota webhooks' tree, fed by the ElasticQuota informer, and the paths
         served: ElasticMutatingWebhook and ElasticValidatingWebhook each switch theirs (a
-        path switched off is 404, as in Koordinator, whose server registers no handler)."""
+        path switched off is 404, as in Koordinator, whose server registers no handler). No
+        tree without a webhook server (--disable-webhooks, WebhookFramework=false)."""
+        if self.options.webhook_port is None:
+            return None, frozenset()
         gates = manager_gate_states(self.options.feature_gates)
         routes = frozenset(
             path

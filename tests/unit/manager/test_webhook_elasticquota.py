@@ -456,17 +456,22 @@ def test_a_route_switched_off_is_not_found() -> None:
     ],
 )
 def test_the_gates_pick_the_routes(gates: dict[str, bool], routes: set[str]) -> None:
-    options = ManagerOptions(webhook_port=None, metrics_addr="", feature_gates=gates)
+    options = ManagerOptions(webhook_port=9876, metrics_addr="", feature_gates=gates)
     manager = Manager(FakeKubeAPI().kube_api(), options)
     assert manager.quota_routes == routes
     assert (manager.quota_tree is None) == (not routes)
+
+
+def test_no_webhook_server_keeps_no_tree() -> None:
+    manager = Manager(FakeKubeAPI().kube_api(), ManagerOptions(webhook_port=None))
+    assert (manager.quota_tree, manager.quota_routes) == (None, frozenset())
 
 
 def test_the_managers_quota_informer_feeds_the_tree() -> None:
     api = FakeKubeAPI()
     api.seed(ORG, TEAM_X)
     options = ManagerOptions(
-        webhook_port=None,
+        webhook_port=9876,  # not started: only the informer runs
         metrics_addr="",
         feature_gates={"ElasticQuotaGuaranteeUsage": True},
     )
@@ -568,7 +573,7 @@ def test_a_shared_weight_filled_as_max_is_recorded_rounded_up() -> None:
 
 
 def test_the_manager_exports_the_shared_weight() -> None:
-    manager = Manager(FakeKubeAPI().kube_api(), ManagerOptions(webhook_port=None, metrics_addr=""))
+    manager = Manager(FakeKubeAPI().kube_api(), ManagerOptions(metrics_addr=""))
     assert manager.quota_tree is not None
     elasticquota.mutate_quota(req("CREATE", quota("solo", max=MAX)), manager.quota_tree)
     name = "koord_manager_webhook_quota_shared_weight"
