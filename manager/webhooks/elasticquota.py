@@ -79,6 +79,8 @@ class QuotaTree:
         self.on_shared_weight = on_shared_weight
         # The informer hands the new object only; OnQuotaUpdate needs the old one too.
         self._seen: dict[str, Mapping[str, Any]] = {}
+        # why each quota left out is: said once per reason, not on every resync or write
+        self._left_out: dict[str, str] = {}
 
     def pod_index(self) -> PodIndex:
         return PodIndex.from_pods(self.pods())
@@ -86,11 +88,13 @@ class QuotaTree:
     def on_event(self, event: str, quota: Mapping[str, Any]) -> None:
         """An informer event (ADDED, MODIFIED, RESYNC, DELETED): recorded unchecked, as
         OnQuotaAdd/OnQuotaUpdate/OnQuotaDelete. A quota whose min or max does not parse (the
-        CRD's schema refuses them, so only without it) is logged and left out."""
+        CRD's schema refuses them, so only without it) is logged, once, and left out (an
+        update of it: its last good version stays)."""
         meta = quota.get("metadata") or {}
         key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
         if event == _DELETED:
             self._seen.pop(key, None)
+            self._left_out.pop(key, None)
             self.topology.on_delete(quota)
             return
         before = self._seen.get(key)
@@ -100,8 +104,11 @@ class QuotaTree:
             else:
                 self.topology.on_update(before, quota)
         except ModelError as err:
-            log.warning("ElasticQuota %s left out of the webhook's quota tree: %s", key, err)
+            if self._left_out.get(key) != str(err):
+                log.warning("ElasticQuota %s left out of the webhook's quota tree: %s", key, err)
+            self._left_out[key] = str(err)
             return
+        self._left_out.pop(key, None)
         self._seen[key] = quota
 
 

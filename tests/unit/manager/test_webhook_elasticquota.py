@@ -296,9 +296,16 @@ def test_a_quota_that_does_not_parse_is_left_out_of_the_tree(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     tree = Tree()
-    tree.tree.on_event("ADDED", quota("broken", max={"cpu": "many"}))
+    broken = quota("broken", max={"cpu": "many"})
+    tree.tree.on_event("ADDED", broken)
+    tree.tree.on_event("RESYNC", broken)
     assert tree.tree.topology.quotas == {}
-    assert "ElasticQuota quotas/broken left out" in caplog.text
+    assert caplog.text.count("ElasticQuota quotas/broken left out") == 1  # said once
+    # mended, then broken again: its good version stays, and the reason is said again
+    tree.tree.on_event("MODIFIED", quota("broken", max={"cpu": "3"}))
+    tree.tree.on_event("MODIFIED", broken)
+    assert tree.tree.topology.quotas["broken"].max == {"cpu": 3000}
+    assert caplog.text.count("ElasticQuota quotas/broken left out") == 2
 
 
 # -- mutating ------------------------------------------------------------------------------
