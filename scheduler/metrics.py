@@ -28,7 +28,7 @@ FEASIBLE_NODES = "scheduler_pod_scheduling_feasible_nodes"
 EXTENSION_POINT_DURATION = "scheduler_framework_extension_point_duration_seconds"
 
 # Koordinator's series not exported here, and why; the rest of its 14 are.
-_QUOTA = "the extender's ElasticQuota check exports no series yet"
+_QUOTA = "the extender exports no quota series; koord-manager exports each quota's numbers"
 _RESERVATION = "no Reservation plugin here"
 NOT_MEASURED = {
     "scheduler_scheduling_timeout": (

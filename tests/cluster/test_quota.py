@@ -4,15 +4,22 @@ would take its quota past the runtime waits in kube-scheduler's queue with Koord
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from tests.cluster.cluster import Cluster
+from koordapi.quantity import milli_value
+from tests.cluster import product
+from tests.cluster.cluster import Cluster, ClusterError
 from tests.cluster.helm import NAMESPACE
 from tests.e2e.harness import images
 
 NAMESPACE_UNDER_TEST = "quota-test"
 QUOTA = "team-q"
 PODS = f"/api/v1/namespaces/{NAMESPACE_UNDER_TEST}/pods"
+QUOTA_PATH = (
+    f"/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/{NAMESPACE_UNDER_TEST}/elasticquotas/{QUOTA}"
+)
+RUNTIME = "quota.scheduling.koordinator.sh/runtime"
 
 
 def quota_pod(name: str, cpu: str) -> dict[str, Any]:
@@ -71,6 +78,30 @@ def scheduler_saw_quota(cluster: Cluster) -> bool:
     return bool(replicas) and seeing == replicas
 
 
+def test_koord_managers_webhook_refuses_a_quota_whose_min_is_over_its_max(
+    cluster: Cluster,
+) -> None:
+    cluster.wait_for(
+        "every koord-manager replica serving", lambda: product.serving_managers(cluster)
+    )
+    body = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": "upside-down", "namespace": "default"},
+        "spec": {"min": {"cpu": "430m"}, "max": {"cpu": "310m"}},
+    }
+    path = "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/default/elasticquotas?dryRun=All"
+    try:
+        cluster.api("POST", path, body)
+    except ClusterError as refused:
+        text = str(refused)
+        message = str(json.loads(text[text.index("{") :])["message"])
+    else:
+        raise AssertionError("the quota was admitted")
+    assert 'admission webhook "velasticquota.koordinator.sh" denied the request' in message
+    assert "resourceKey cpu of quota upside-down min 430m > max 310m" in message, message
+
+
 def test_a_pod_over_its_quota_waits_with_koordinators_reason_until_room_is_made(
     cluster: Cluster,
 ) -> None:
@@ -107,6 +138,16 @@ spec:
             "--field-selector=involvedObject.name=second,reason=FailedScheduling",
         )["items"]  # fmt: skip
         assert any("Insufficient quotas, quotaName: team-q" in e["message"] for e in events)
+
+        # koord-manager's leader writes the same numbers on the quota, in Koordinator's form
+        # (before the second pod, the runtime was 190m: all the quota asked)
+        def written() -> dict[str, Any] | None:
+            found = dict(cluster.get(QUOTA_PATH))
+            runtime = found["metadata"].get("annotations", {}).get(RUNTIME)
+            return found if runtime and milli_value(json.loads(runtime)["cpu"]) == 310 else None
+
+        found = cluster.wait_for("the quota's runtime of 310m written", written, 60)
+        assert milli_value(found["status"]["used"]["cpu"]) == 190, found["status"]
 
         # the first pod ends: the quota has room, and kube-scheduler's next try places it
         cluster.api("DELETE", f"{PODS}/first")
