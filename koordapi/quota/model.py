@@ -70,10 +70,9 @@ def total(lists: Iterable[Mapping[str, int]]) -> Resources:
     return found
 
 
-def fits(request: Mapping[str, int], within: Mapping[str, int]) -> bool:
-    """Each named resource of ``request`` at most ``within``'s (Kubernetes' quota
-    ``LessThanOrEqual``: a resource ``within`` does not name counts as zero)."""
-    return all(amount <= within.get(name, 0) for name, amount in request.items())
+def max_of(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
+    """quotav1.Max: each resource of either list at the larger of the two."""
+    return {name: max(a.get(name, 0), b.get(name, 0)) for name in {*a, *b}}
 
 
 def parse_resource_list(text: str) -> Resources:

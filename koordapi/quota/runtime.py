@@ -47,6 +47,7 @@ from koordapi.quota.model import (
     ElasticQuota,
     Resources,
     add,
+    max_of,
     subtract,
     total,
 )
@@ -187,11 +188,6 @@ def _mask(amounts: Mapping[str, int], names: Iterable[str]) -> Resources:
 
 def _non_negative(amounts: Mapping[str, int]) -> Resources:
     return {name: max(0, amount) for name, amount in amounts.items()}
-
-
-def _at_least(amounts: Mapping[str, int], floor: Mapping[str, int]) -> Resources:
-    """quotav1.Max: each resource of either list at the larger of the two."""
-    return {name: max(amounts.get(name, 0), floor.get(name, 0)) for name in {*amounts, *floor}}
 
 
 def _limited(request: Mapping[str, int], maximum: Mapping[str, int]) -> Resources:
@@ -355,7 +351,7 @@ class QuotaTree:
             # recursiveUpdateGroupTreeWithDeltaRequest: a quota that does not lend asks at
             # least its min of its parent
             request[name] = (
-                child_request[name] if lends[name] else _at_least(child_request[name], quota.min)
+                child_request[name] if lends[name] else max_of(child_request[name], quota.min)
             )
             limited[name] = _limited(request[name], quota.max)
             used[name] = add(mine.used, total(used[k] for k in kids))
@@ -365,7 +361,7 @@ class QuotaTree:
             # pods use plus what its children hold guaranteed; guaranteed at least min
             if guarantee_usage:
                 allocated = add(mine.used, total(guaranteed[k] for k in kids))
-                guaranteed[name] = _at_least(allocated, quota.min)
+                guaranteed[name] = max_of(allocated, quota.min)
             else:
                 guaranteed[name] = {}
 

@@ -54,6 +54,7 @@ from koordapi.quota.model import (
     ElasticQuota,
     Resources,
     add,
+    max_of,
     parse_resource_list,
     resources,
     subtract,
@@ -575,7 +576,7 @@ class QuotaTopology:
         if _within(info.min, info.guaranteed):
             return None
         return self._check_parent_guaranteed(
-            _maximum(info.min, info.guaranteed), info.name, info.parent
+            max_of(info.min, info.guaranteed), info.name, info.parent
         )
 
     def _check_parent_guaranteed(
@@ -605,7 +606,7 @@ class QuotaTopology:
                         f"BUG quotaInfoMap and quotaTree information out of sync, losed :{sibling}"
                     )
                 wanted = add(wanted, other.guaranteed)
-            needed = _maximum(parent.min, wanted)
+            needed = max_of(parent.min, wanted)
             if _within(needed, parent.guaranteed):
                 return None
             guarantee, name, parent_name = needed, parent.name, parent.parent
@@ -816,11 +817,6 @@ def _max_keys_reason(
 def _within(a: Mapping[str, int], b: Mapping[str, int]) -> bool:
     """util.LessThanOrEqualCompletely: a - b is nowhere positive, over both lists' keys."""
     return all(delta <= 0 for delta in subtract(a, b).values())
-
-
-def _maximum(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
-    """quotav1.Max."""
-    return {key: max(a.get(key, 0), b.get(key, 0)) for key in {*a, *b}}
 
 
 def _negative(amounts: Mapping[str, int]) -> str:

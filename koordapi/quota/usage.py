@@ -30,6 +30,7 @@ from koordapi.quota.model import (
     pod_non_preemptible,
     resources,
     subtract,
+    total,
 )
 from koordapi.quota.runtime import QuotaTree, QuotaUsage, format_resources
 from koordapi.quota.topology import QuotaTopology, quota_of_pod
@@ -192,11 +193,9 @@ class QuotaBook:
                                  non_preemptible_used=nu)
                 for name, (r, u, nr, nu) in self._usage.items()
             }  # fmt: skip
-            total: Resources = {}
-            for allocatable in self._allocatable.values():
-                total = add(total, allocatable)
+            cluster = total(self._allocatable.values())
             try:
-                self._tree = QuotaTree(self._quotas.values(), total, usage)
+                self._tree = QuotaTree(self._quotas.values(), cluster, usage)
             except ModelError as err:
                 if str(err) != self.broken:
                     log.error("quotas not checked: the quota tree cannot be built: %s", err)

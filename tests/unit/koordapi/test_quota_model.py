@@ -119,9 +119,7 @@ def test_resource_arithmetic_counts_a_missing_resource_as_zero() -> None:
     assert model.add(a, b) == {"cpu": 2000, "memory": 5, "nvidia.com/gpu": 2}
     assert model.subtract(a, b) == {"cpu": 1400, "memory": 5, "nvidia.com/gpu": -2}
     assert model.total([a, b, b]) == {"cpu": 2300, "memory": 5, "nvidia.com/gpu": 4}
-    assert model.fits({"cpu": 1700}, a)
-    assert not model.fits({"cpu": 1701}, a)
-    assert not model.fits({"nvidia.com/gpu": 1}, a)  # not named within: zero
+    assert model.max_of(a, b) == {"cpu": 1700, "memory": 5, "nvidia.com/gpu": 2}
 
 
 def test_a_pods_quota_label_and_its_preemptible_label() -> None:
