@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,27 +122,45 @@ class QuotaInfo:
         )
 
 
-@dataclass(frozen=True)
 class PodIndex:
     """The pods the checks ask about, by name: those whose ``quota.scheduling.koordinator.sh/name``
     label names a quota (Koordinator's ``label.quotaName`` field index) and those of each
-    namespace. Order is kept: a refusal names the first two."""
+    namespace. Order is kept: a refusal names the first two.
 
-    labelled: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    in_namespace: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    Built on first use from ``pods`` (called then): most writes never ask about pods, and the
+    webhook would otherwise walk every pod on each quota update, koord-manager's own status
+    writes among them."""
+
+    def __init__(self, pods: Callable[[], Iterable[Mapping[str, Any]]] = tuple) -> None:
+        self._pods = pods
+        self._index: tuple[dict[str, list[str]], dict[str, list[str]]] | None = None
 
     @classmethod
     def from_pods(cls, pods: Iterable[Mapping[str, Any]]) -> PodIndex:
-        labelled: dict[str, list[str]] = {}
-        in_namespace: dict[str, list[str]] = {}
-        for pod in pods:
-            meta = pod.get("metadata") or _EMPTY
-            name = str(meta.get("name") or "")
-            quota = str((meta.get("labels") or _EMPTY).get(LABEL_QUOTA_NAME) or "")
-            if quota:
-                labelled.setdefault(quota, []).append(name)
-            in_namespace.setdefault(str(meta.get("namespace") or ""), []).append(name)
-        return cls(labelled, in_namespace)
+        listed = list(pods)
+        return cls(lambda: listed)
+
+    @property
+    def labelled(self) -> Mapping[str, Sequence[str]]:
+        return self._built()[0]
+
+    @property
+    def in_namespace(self) -> Mapping[str, Sequence[str]]:
+        return self._built()[1]
+
+    def _built(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        if self._index is None:
+            labelled: dict[str, list[str]] = {}
+            in_namespace: dict[str, list[str]] = {}
+            for pod in self._pods():
+                meta = pod.get("metadata") or _EMPTY
+                name = str(meta.get("name") or "")
+                quota = str((meta.get("labels") or _EMPTY).get(LABEL_QUOTA_NAME) or "")
+                if quota:
+                    labelled.setdefault(quota, []).append(name)
+                in_namespace.setdefault(str(meta.get("namespace") or ""), []).append(name)
+            self._index = labelled, in_namespace
+        return self._index
 
 
 _NO_PODS = PodIndex()

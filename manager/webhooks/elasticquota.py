@@ -83,7 +83,7 @@ class QuotaTree:
         self._left_out: dict[str, str] = {}
 
     def pod_index(self) -> PodIndex:
-        return PodIndex.from_pods(self.pods())
+        return PodIndex(self.pods)  # walked only if a check asks
 
     def on_event(self, event: str, quota: Mapping[str, Any]) -> None:
         """An informer event (ADDED, MODIFIED, RESYNC, DELETED): recorded unchecked, as

@@ -1053,6 +1053,25 @@ def test_pod_index_from_pods() -> None:
     assert index.in_namespace == {"ns-1": ["a", "c", "d"], "ns-2": ["b"]}
 
 
+def test_the_pods_are_walked_only_when_a_check_asks_and_then_once() -> None:
+    walks: list[int] = []
+
+    def listed() -> list[dict[str, Any]]:
+        walks.append(1)
+        return [pod("a", "ns-1", "sub-1")]
+
+    before = quota("sub-1", max=res(97), min=res(41))
+    topology = topology_of(before)
+    wider = quota("sub-1", max=res(97), min=res(53))
+    assert topology.validate_update(before, wider, PodIndex(listed)) is None
+    assert walks == []  # a new min: no check about pods
+    index = PodIndex(listed)
+    parent_now = with_label(wider, model.LABEL_IS_PARENT, "true")
+    assert topology.validate_update(wider, parent_now, index) is not None  # has a pod
+    assert index.labelled == {"sub-1": ["a"]} and index.in_namespace == {"ns-1": ["a"]}
+    assert walks == [1]
+
+
 # -- checkParentQuotaInfo ----------------------------------------------------------------------
 
 
