@@ -65,8 +65,9 @@ class ClusterState:
         # Devices (koordlet's report of GPUs and RDMA NICs) are not waited for: a cluster
         # without the Device CRD still gets everything else (see optional_informers).
         self.devices = Informer(api, Device, resync_period=resync)
-        # ElasticQuotas (the quota webhooks' tree), optional as Devices: a cluster without the
-        # CRD runs, and the quota webhooks answer "not listed yet" (manager.webhooks.elasticquota).
+        # ElasticQuotas (the quota webhooks' tree and the status controller's counting),
+        # optional as Devices: a cluster without the CRD runs, the quota webhooks answer "not
+        # listed yet" (manager.webhooks.elasticquota) and no quota status is written.
         self.elastic_quotas = Informer(api, ElasticQuota, resync_period=resync)
         self._by_node = PodsByNode()
         self.pods.add_handler(self._index_pod)
