@@ -16,6 +16,8 @@ Subcommands:
     doctor       check this node for koordlet: containerd's NRI settings and socket, koordlet's
                  registration, cgroups, kernel features, devices; a fix for each problem
     devices      the GPUs and RDMA NICs koordlet reports in the node's Device (NVML, sysfs)
+    quota        the ElasticQuota tree (min, max, used, runtime, request per quota); with
+                 `why NAMESPACE/POD`, why a pod of a quota or a gang is not running
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ COMMANDS = {
     "doctor": "doctor",
     "status": "status",
     "devices": "devices",
+    "quota": "quota",
 }
 
 
@@ -82,6 +85,30 @@ def add_devices_parser(sub: Any) -> None:
     cmd.add_argument("--sys-root-dir", default="/sys/")
     cmd.add_argument("--node", help="with --json: the Device's name (default: this host's)")
     cmd.add_argument("--json", action="store_true", help="one JSON object")
+
+
+def add_quota_parser(sub: Any) -> None:
+    kube_help = "default: in-cluster, $KUBECONFIG or ~/.kube/config"
+    quota = sub.add_parser(
+        "quota",
+        help="the ElasticQuota tree: min, max, used, runtime, request; `why POD`: why it waits",
+        description="Every ElasticQuota as a tree (one block per tree-id, children under their "
+        "parent) with min, max, status.used and koord-manager's runtime and request "
+        "annotations, marked where used exceeds runtime (being reclaimed) or used or request "
+        "exceeds max. `koordctl quota why NAMESPACE/POD`: the pod's quota, gang, PodGroup, "
+        "scheduling gate, PodScheduled condition and scheduling events, and why it waits.",
+    )
+    quota.add_argument("--kubeconfig", help=kube_help)
+    quota.add_argument("--json", action="store_true", help="the rows as JSON")
+    why = quota.add_subparsers(dest="quota_command", metavar="why").add_parser(
+        "why", help="why a pod of a quota or a gang is not running"
+    )
+    why.add_argument("pod", help="NAMESPACE/NAME")
+    # SUPPRESS: given before `why` they are kept (a subcommand's default would overwrite them)
+    why.add_argument("--kubeconfig", default=argparse.SUPPRESS, help=kube_help)
+    why.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="one JSON object"
+    )
 
 
 def _kube_dir(text: str) -> str:
@@ -239,6 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_doctor_parser(sub)
     add_status_parser(sub)
     add_devices_parser(sub)
+    add_quota_parser(sub)
     return parser
 
 

@@ -116,3 +116,46 @@ def has_cluster_credentials(kubeconfig: str | None) -> bool:
         return True
     path = os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
     return Path(path).is_file()
+
+
+def read_quotas(kubeconfig: str | None) -> list[dict[str, Any]]:
+    """Every ElasticQuota of the cluster (all namespaces), as the API server lists them."""
+    from koordkube.client import KubeApi, build_client  # noqa: PLC0415 - only `quota` needs it
+    from koordkube.resources import ElasticQuota  # noqa: PLC0415
+
+    async def read() -> list[dict[str, Any]]:
+        return (await KubeApi(build_client(kubeconfig)).list(ElasticQuota)).items
+
+    return asyncio.run(read())
+
+
+def read_pod_scene(namespace: str, name: str, kubeconfig: str | None) -> dict[str, Any]:
+    """What `koordctl quota why` looks at for one pod: the pod, every ElasticQuota, the pod's
+    PodGroup (None when there is none or the pod is in no gang), the pods of its namespace
+    (only when it is in a gang: its fellow members are among them) and the pod's Events. The
+    pod missing raises koordkube.errors.NotFound."""
+    from lightkube.resources.core_v1 import Event, Pod  # noqa: PLC0415 - only `quota why`
+
+    from koordapi.gang.spec import gang_name  # noqa: PLC0415
+    from koordkube.client import KubeApi, build_client  # noqa: PLC0415
+    from koordkube.errors import NotFound  # noqa: PLC0415
+    from koordkube.resources import ElasticQuota, PodGroup  # noqa: PLC0415
+
+    async def read() -> dict[str, Any]:
+        api = KubeApi(build_client(kubeconfig))
+        pod = await api.get(Pod, name, namespace=namespace)
+        scene: dict[str, Any] = {"pod": pod, "podGroup": None, "pods": []}
+        scene["quotas"] = (await api.list(ElasticQuota)).items
+        gang = gang_name(pod)
+        if gang:
+            with contextlib.suppress(NotFound):
+                scene["podGroup"] = await api.get(PodGroup, gang, namespace=namespace)
+            scene["pods"] = (await api.list(Pod, namespace=namespace)).items
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        fields = f"involvedObject.name={name},involvedObject.namespace={namespace}"
+        if uid:
+            fields += f",involvedObject.uid={uid}"
+        scene["events"] = (await api.list(Event, namespace=namespace, fields=fields)).items
+        return scene
+
+    return asyncio.run(read())
