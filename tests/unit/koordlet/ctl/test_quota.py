@@ -233,12 +233,20 @@ def event(reason: str, when: str, message: str, component: str, count: int = 1) 
     }
 
 
-GANG_WAIT = "gang teams/trainer: 3 of min-available 4 members exist"
-QUOTA_WAIT = "team-a-batch: used cpu 2300m + 900m over runtime 1700m"
+GANG_WAIT = (
+    "gangGroup [teams/trainer] waiting at Permit: memberGangs [teams/trainer] have not enough "
+    "assumed pods, current gang: teams/trainer"
+)
+# kube-scheduler's message around the extender's quota reason (koordapi.quota.runtime)
+QUOTA_WAIT = (
+    "0/1 nodes are available: 1 Insufficient quotas, quotaName: team-a-batch, runtime: "
+    "cpu:1700m,memory:4Gi, used: cpu:2300m,memory:3Gi, pod's request: cpu:900m,memory:1Gi, "
+    "exceedDimensions: [cpu]."
+)
 EVENTS = [
     # listed newest first: the report puts them oldest first
     event("Pulled", "2026-12-06T17:40:00Z", "image pulled", "kubelet"),  # not about waiting
-    event("GangNotReady", "2026-12-06T17:31:07Z", GANG_WAIT, "koord-manager", 4),
+    event("FailedScheduling", "2026-12-06T17:31:07Z", GANG_WAIT, "koord-manager", 4),
     event("FailedScheduling", "2026-12-06T17:20:41Z", QUOTA_WAIT, "default-scheduler", 3),
 ]
 
@@ -270,11 +278,48 @@ def test_a_gated_gang_member_says_its_quota_gang_gate_and_events() -> None:
         "PodScheduled: False, SchedulingGated: Scheduling is blocked due to non-empty "
         "scheduling gates",
         f"event 2026-12-06T17:20:41Z FailedScheduling x3 (default-scheduler): {QUOTA_WAIT}",
-        f"event 2026-12-06T17:31:07Z GangNotReady x4 (koord-manager): {GANG_WAIT}",
+        f"event 2026-12-06T17:31:07Z FailedScheduling x4 (koord-manager): {GANG_WAIT}",
         f"waiting because: {GANG_WAIT}",
     ]
     assert report["gated"] is True and report["waiting"] == GANG_WAIT
     json.dumps(report)  # --json prints it
+
+
+@pytest.mark.parametrize(
+    ("reason", "kept"),
+    [
+        ("FailedScheduling", True),
+        ("GangTimeout", True),
+        ("QuotaOverUsed", True),
+        ("Scheduled", False),
+        ("Pulled", False),
+        ("failedscheduling", False),
+    ],
+)
+def test_only_scheduling_gang_and_quota_events_are_kept(reason: str, kept: bool) -> None:
+    assert quota_cmd.relevant({"reason": reason}) is kept
+
+
+def test_an_events_api_event_is_read_by_its_series_and_reporting_component() -> None:
+    # kube-scheduler writes events.k8s.io/v1 Events: through the core API they carry
+    # eventTime, series and reportingComponent, with no lastTimestamp, count or source.
+    newer = {
+        "reason": "FailedScheduling",
+        "message": "0/5 nodes are available: 5 Insufficient cpu.",
+        "eventTime": "2026-12-06T16:02:11.417203Z",
+        "series": {"count": 17, "lastObservedTime": "2026-12-06T16:44:58.000001Z"},
+        "reportingComponent": "default-scheduler",
+        "source": {},
+    }
+    older = event("QuotaOverUsed", "2026-12-06T16:30:00Z", "runtime lowered", "koord-manager")
+
+    report = why_report(member("p", gated=False), QUOTAS, None, [], [newer, older])
+
+    assert [(e["reason"], e["time"], e["count"], e["source"]) for e in report["events"]] == [
+        ("QuotaOverUsed", "2026-12-06T16:30:00Z", 1, "koord-manager"),
+        ("FailedScheduling", "2026-12-06T16:44:58Z", 17, "default-scheduler"),
+    ]
+    assert report["waiting"] == "0/5 nodes are available: 5 Insufficient cpu."
 
 
 def test_a_gated_member_without_events_is_held_by_the_gate() -> None:
