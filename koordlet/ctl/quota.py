@@ -198,23 +198,29 @@ def _tree_rows(tree: str, objects: Sequence[Mapping[str, Any]]) -> list[QuotaRow
     rows: list[QuotaRow] = []
     seen: set[int] = set()
 
-    def walk(obj: Mapping[str, Any], depth: int, cycle: bool = False) -> None:
-        seen.add(id(obj))
-        row = quota_row(obj, tree, depth)
-        if cycle:
-            row.marks.append(f"parent {row.parent} is in a cycle of parents")
-        elif depth == 0 and row.parent not in names and row.parent not in ("", ROOT_QUOTA):
-            row.marks.append(f"parent {row.parent} is no quota of this tree")
-        rows.append(row)
-        for child in children.get(_str(_meta(obj).get("name")), ()):
-            if id(child) not in seen:
-                walk(child, depth + 1)
+    def walk(start: Mapping[str, Any], cycle: bool = False) -> None:
+        """Depth first from ``start`` with a stack (a tree may be deeper than Python's
+        recursion limit)."""
+        stack: list[tuple[Mapping[str, Any], int]] = [(start, 0)]
+        while stack:
+            obj, depth = stack.pop()
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            row = quota_row(obj, tree, depth)
+            if depth == 0 and cycle:
+                row.marks.append(f"parent {row.parent} is in a cycle of parents")
+            elif depth == 0 and row.parent not in names and row.parent not in ("", ROOT_QUOTA):
+                row.marks.append(f"parent {row.parent} is no quota of this tree")
+            rows.append(row)
+            kids = children.get(_str(_meta(obj).get("name")), [])
+            stack += [(child, depth + 1) for child in reversed(kids)]
 
     for obj in tops:
-        walk(obj, 0)
+        walk(obj)
     for obj in sorted(objects, key=_sort_key):
         if id(obj) not in seen:
-            walk(obj, 0, cycle=True)
+            walk(obj, cycle=True)
     return rows
 
 

@@ -182,6 +182,15 @@ def test_a_cycle_of_parents_is_shown_not_lost() -> None:
     assert rows[1].marks == []
 
 
+def test_a_chain_deeper_than_the_recursion_limit_is_walked() -> None:
+    chain = [eq("q0")] + [eq(f"q{i}", labels={PARENT: f"q{i - 1}"}) for i in range(1, 3001)]
+
+    rows = quota_rows(chain[::-1])
+
+    assert [row.depth for row in rows] == list(range(3001))
+    assert rows[-1].name == "teams/q3000"
+
+
 def test_no_quota_at_all() -> None:
     assert render_tree([]) == "no ElasticQuota in the cluster"
 
@@ -486,3 +495,78 @@ def test_run_says_when_the_api_server_cannot_be_read(
     assert capsys.readouterr().err.strip() == (
         "koordctl quota: cannot list ElasticQuotas: connection refused"
     )
+
+
+# -- what `quota why` reads from the API server --------------------------------------------
+
+
+def kind_of(obj: dict[str, Any], api_version: str, kind: str) -> dict[str, Any]:
+    return {"apiVersion": api_version, "kind": kind, **obj}
+
+
+def pod_event(name: str, uid: str, reason: str, namespace: str = "teams") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {"kind": "Pod", "namespace": "teams", "name": "trainer-2", "uid": uid},
+        "reason": reason,
+        "message": name,
+    }
+
+
+def test_read_pod_scene_reads_the_pod_its_quotas_podgroup_members_and_own_events(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from koordkube import client as kube_client  # noqa: PLC0415
+    from tests.fakekube import FakeKubeAPI  # noqa: PLC0415
+
+    api = FakeKubeAPI()
+    pod = member("trainer-2", gated=True)
+    pod["metadata"]["uid"] = "uid-now"
+    pod["metadata"]["labels"]["pod-group.scheduling.sigs.k8s.io"] = "trainer"
+    api.seed(
+        kind_of(pod, "v1", "Pod"),
+        kind_of(member("trainer-1"), "v1", "Pod"),
+        kind_of({"metadata": {"name": "elsewhere", "namespace": "web"}}, "v1", "Pod"),
+        *QUOTAS,
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "trainer", "namespace": "teams"},
+            "spec": {"minMember": 4},
+        },
+        pod_event("mine", "uid-now", "FailedScheduling"),
+        pod_event("an-earlier-pod-of-that-name", "uid-before", "FailedScheduling"),
+    )
+    monkeypatch.setattr(kube_client, "build_client", lambda kubeconfig: api.client())
+
+    scene = client.read_pod_scene("teams", "trainer-2", "/k")
+
+    assert scene["pod"]["metadata"]["uid"] == "uid-now"
+    assert len(scene["quotas"]) == len(QUOTAS)
+    assert scene["podGroup"]["spec"] == {"minMember": 4}
+    assert sorted(p["metadata"]["name"] for p in scene["pods"]) == ["trainer-1", "trainer-2"]
+    assert [e["metadata"]["name"] for e in scene["events"]] == ["mine"]  # by uid too
+    assert len(api.calls("get", "podgroups")) == 1
+
+
+def test_read_pod_scene_of_a_pod_in_no_gang_asks_no_podgroup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from koordkube import client as kube_client  # noqa: PLC0415
+    from koordkube.errors import NotFound  # noqa: PLC0415
+    from tests.fakekube import FakeKubeAPI  # noqa: PLC0415
+
+    api = FakeKubeAPI()
+    api.seed(kind_of({"metadata": {"name": "solo", "namespace": "teams"}}, "v1", "Pod"))
+    monkeypatch.setattr(kube_client, "build_client", lambda kubeconfig: api.client())
+
+    scene = client.read_pod_scene("teams", "solo", None)
+
+    assert (scene["podGroup"], scene["pods"], scene["quotas"], scene["events"]) == (
+        None, [], [], []
+    )  # fmt: skip
+    assert not api.calls(path="podgroups")
+    with pytest.raises(NotFound):
+        client.read_pod_scene("teams", "gone", None)
