@@ -34,6 +34,8 @@ from manager.controllers.deviceresource import DeviceResourceController
 from manager.controllers.elasticquota import KEY as ELASTIC_QUOTA_KEY
 from manager.controllers.elasticquota import ElasticQuotaStatusController
 from manager.controllers.events import EventRecorder
+from manager.controllers.gang import KEY as GANG_KEY
+from manager.controllers.gang import GangController
 from manager.controllers.noderesource import NAME as NODE_RESOURCE
 from manager.controllers.noderesource import NodeResourceController
 from manager.controllers.nodeslo import NodeMetricController, NodeSLOController
@@ -275,12 +277,22 @@ class Manager:
             self.metrics,
             nudge=lambda: self.queues[ElasticQuotaStatusController.NAME].add(ELASTIC_QUOTA_KEY),
         )
+        # gangs: members' scheduling gates removed together, PodGroup status; one key as well
+        self.gang = GangController(
+            api,
+            self.state,
+            self.events,
+            self.metrics,
+            nudge=lambda: self.queues[GangController.NAME].add(GANG_KEY),
+            clock=clock,
+        )
         self.reconcilers: dict[str, Callable[[str], Awaitable[float | None]]] = {
             NODE_RESOURCE: self.node_resource.reconcile,
             NodeSLOController.NAME: self.node_slo.reconcile,
             NodeMetricController.NAME: self.node_metric.reconcile,
             DeviceResourceController.NAME: self.device_resource.reconcile,
             ElasticQuotaStatusController.NAME: self.elastic_quota.reconcile,
+            GangController.NAME: self.gang.reconcile,
         }
         self.queues = {name: WorkQueue() for name in self.reconcilers}
         self._wire()

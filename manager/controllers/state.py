@@ -23,6 +23,7 @@ from koordkube.resources import (
     ElasticQuota,
     NodeMetric,
     NodeSLO,
+    PodGroup,
 )
 from manager.colocation import ColocationConfig, parse_colocation_config
 from manager.errors import ConfigError
@@ -69,6 +70,9 @@ class ClusterState:
         # optional as Devices: a cluster without the CRD runs, the quota webhooks answer "not
         # listed yet" (manager.webhooks.elasticquota) and no quota status is written.
         self.elastic_quotas = Informer(api, ElasticQuota, resync_period=resync)
+        # PodGroups (the gang controller's gangs and their status), optional as well: without
+        # the CRD, gangs named by annotations still work; a PodGroup-labelled pod waits.
+        self.pod_groups = Informer(api, PodGroup, resync_period=resync)
         self._by_node = PodsByNode()
         self.pods.add_handler(self._index_pod)
         self._colocation: tuple[str | None, ColocationConfig | None] = (None, None)
@@ -91,7 +95,7 @@ class ClusterState:
     def optional_informers(self) -> list[Informer]:
         """Run beside ``informers`` but never waited for (readiness, the first reconcile):
         their kind's CRD may be missing, and the informer then keeps retrying, logging why."""
-        return [self.devices, self.elastic_quotas]
+        return [self.devices, self.elastic_quotas, self.pod_groups]
 
     # -- pods by node -------------------------------------------------------------------------
 

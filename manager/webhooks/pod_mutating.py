@@ -1,9 +1,11 @@
 """The pod mutating webhook (/mutate-pod), as a pure function over one AdmissionRequest.
 
-CREATE only (upstream's UPDATE path does nothing either). Three steps on a copy of the pod:
+CREATE only (upstream's UPDATE path does nothing either). Four steps on a copy of the pod:
 ClusterColocationProfiles (profiles.py); then, only when a profile matched, cpu/memory renamed
 to batch or mid resources by the pod's priority class; then the extended-resource-spec
-annotation that lets node-side hooks size cgroups without the original cpu/memory. The answer
+annotation that lets node-side hooks size cgroups without the original cpu/memory; last, a
+gang member's scheduling gate (koordapi.gang.gate, ours: the gang controller removes it when
+the whole gang fits, where Koordinator's scheduler holds members at Permit). The answer
 is the JSON Patch from the original to the copy. No I/O here; the caller passes the state.
 """
 
@@ -17,6 +19,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from koordapi import keys, qos
+from koordapi.gang.gate import add_gate
 from koordapi.quantity import milli_value
 from manager.errors import ConfigError
 from manager.webhooks import pods
@@ -72,6 +75,7 @@ def mutate_pod(
         if outcome.matched and not outcome.skip_resources:
             convert_resources(pod)
         set_extended_resource_spec(pod)
+        add_gate(pod)  # a gang member waits for its gang (manager.controllers.gang)
     except ObjectError as err:
         return denied(f"malformed pod: {err}", 400)
     except ConfigError as err:

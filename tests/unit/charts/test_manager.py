@@ -66,6 +66,9 @@ MANAGER_CLUSTER_RULES = [
         "verbs": ["get", "list", "watch"],
     },
     {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},  # a gang member's gate
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},  # quota reclaim
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},  # on pods
     {
         "apiGroups": ["scheduling.k8s.io"],
         "resources": ["priorityclasses"],

@@ -331,3 +331,29 @@ def test_a_profiles_scheduler_that_does_not_run_here_is_a_warning(
     if warned:
         (warning,) = response.warnings
         assert "'koord-scheduler'" in warning and "(default-scheduler)" in warning
+
+
+@pytest.mark.parametrize(
+    ("meta", "gated"),
+    [
+        ({"annotations": {"gang.scheduling.koordinator.sh/name": "train"}}, True),
+        ({"labels": {"pod-group.scheduling.sigs.k8s.io": "train"}}, True),
+        ({"labels": {"pod-group.scheduling.sigs.k8s.io/name": "train"}}, True),
+        ({"labels": {"colocation": "none"}}, False),
+    ],
+)
+def test_a_gang_member_gets_the_gangs_scheduling_gate(meta: dict[str, Any], gated: bool) -> None:
+    """Ours: kube-scheduler does not try a member until koord-manager's gang controller
+    removes the gate (Koordinator holds it at Permit instead); other gates are kept."""
+    original = pod(container(requests=CPU2_MEM4), **meta)
+    original["spec"]["schedulingGates"] = [{"name": "example.com/quota-check"}]
+    result = builders.applied(original, _mutate(original))
+    names = [gate["name"] for gate in result["spec"]["schedulingGates"]]
+    want = ["example.com/quota-check", *(["scheduling.koordinator.sh/gang"] if gated else [])]
+    assert names == want
+
+
+def test_a_bound_gang_member_gets_no_gate() -> None:
+    original = pod(container(), annotations={"gang.scheduling.koordinator.sh/name": "train"})
+    original["spec"]["nodeName"] = "node-1"
+    assert "schedulingGates" not in builders.applied(original, _mutate(original))["spec"]
