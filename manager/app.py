@@ -9,6 +9,7 @@ and the process exits, as Kubernetes components do, to start over as a follower.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -19,7 +20,9 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from koordapi.errors import ModelError
 from koordapi.features import manager_gate_states, manager_gates_unfollowed, parse_manager_gates
+from koordapi.quota.revoke import ElasticQuotaArgs, parse_elastic_quota_args
 from koordapi.quota.topology import QuotaGates, QuotaTopology
 from koordapi.settings import flag
 from koordkube import ratelimit
@@ -32,7 +35,7 @@ from koordkube.resources import object_key
 from koordkube.workqueue import WorkQueue, run_worker
 from manager.controllers.deviceresource import DeviceResourceController
 from manager.controllers.elasticquota import KEY as ELASTIC_QUOTA_KEY
-from manager.controllers.elasticquota import ElasticQuotaStatusController
+from manager.controllers.elasticquota import NO_REVOKE, ElasticQuotaStatusController
 from manager.controllers.events import EventRecorder
 from manager.controllers.gang import KEY as GANG_KEY
 from manager.controllers.gang import GangController
@@ -49,6 +52,14 @@ from manager.webhooks.server import WebhookServer
 log = logging.getLogger(__name__)
 
 Object = dict[str, Any]
+
+
+def read_elastic_quota_args(text: str) -> ElasticQuotaArgs:
+    """--elastic-quota-args: ValueError saying why the text is refused."""
+    try:
+        return parse_elastic_quota_args(json.loads(text) if text.strip() else {})
+    except (ValueError, ModelError) as err:
+        raise ValueError(f"not ElasticQuotaArgs: {err}") from err
 
 
 @dataclass(frozen=True)
@@ -158,6 +169,19 @@ class ManagerOptions:
             "WebhookFramework=false runs no webhooks, the others are accepted and said at "
             "start-up where this manager does not do what they ask (the list: below)",
             parse=parse_manager_gates,
+        ),
+    )
+    # Koordinator's defaults (monitorAllQuotas false): no reclaim
+    elastic_quota_args: ElasticQuotaArgs = field(
+        default=NO_REVOKE,
+        metadata=flag(
+            "elastic-quota-args",
+            'Koordinator\'s ElasticQuotaArgs as JSON, e.g. {"monitorAllQuotas": true, '
+            '"delayEvictTime": "2m"}: with monitorAllQuotas and enableRuntimeQuota, pods of '
+            "a quota over its runtime for longer than delayEvictTime are evicted (the reclaim "
+            "Koordinator's koord-scheduler does; its other fields are not read here)",
+            parse=read_elastic_quota_args,
+            ours=True,
         ),
     )
     # empty: not checked
@@ -276,6 +300,8 @@ class Manager:
             self.state,
             self.metrics,
             nudge=lambda: self.queues[ElasticQuotaStatusController.NAME].add(ELASTIC_QUOTA_KEY),
+            revoke=options.elastic_quota_args,
+            events=self.events,
         )
         # gangs: members' scheduling gates removed together, PodGroup status; one key as well
         self.gang = GangController(

@@ -40,6 +40,7 @@ FREE_FORM = {
     "loadAware",
     "data",
     "args",
+    "elasticQuotaArgs",
 }
 # Values that take any scalar (an image tag may be written as a number).
 SCALAR = {"tag": {"type": ["string", "number"]}}

@@ -182,6 +182,15 @@ class QuotaBook:
         self._pods[key] = _Pod(pod, request, assigned)
         self._place(key)
 
+    def assigned_pods(self, quota: str) -> list[Object]:
+        """The pods counted as used in ``quota`` (bound, not finished): what reclaim picks
+        from (Koordinator's QuotaInfo.GetPodThatIsAssigned)."""
+        return [
+            self._pods[key].obj
+            for key, share in self._shares.items()
+            if share.quota == quota and share.assigned
+        ]
+
     # -- the tree -------------------------------------------------------------------------
 
     def tree(self) -> QuotaTree | None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from koordapi.errors import ModelError
 from koordapi.gang import spec as gang_spec
+from koordapi.gang.gate import GATE
 from koordapi.gang.reasons import go_duration
 from koordapi.quota.model import (
     ANNOTATION_NAMESPACES,
@@ -45,7 +46,7 @@ from koordlet.ctl import client
 
 # The scheduling gate koord-manager's pod webhook puts on a gang member; its gang controller
 # removes it once the whole gang fits.
-GANG_SCHEDULING_GATE = "scheduling.koordinator.sh/gang"
+GANG_SCHEDULING_GATE = GATE
 # The events that say why a pod waits: kube-scheduler's (the extender's quota reason is in its
 # message) and those whose reason starts with one of these (koord-manager's gang controller).
 FAILED_SCHEDULING = "FailedScheduling"

@@ -20,6 +20,13 @@ is not written.
 One pass looks at every quota. Any pod, node or quota event asks for a pass; passes are at
 least ``INTERVAL`` apart (Koordinator's status worker runs every second), so an event storm
 costs one pass a second, not a patch per event.
+
+The same pass reclaims borrowed quota when ElasticQuotaArgs ask for it (``monitorAllQuotas``
+and ``enableRuntimeQuota``, koord-manager's --elastic-quota-args): a quota whose used has stayed
+over its runtime for longer than ``delayEvictTime`` has its least important pods evicted
+through the Eviction API (disruption budgets apply), as Koordinator's scheduler's
+QuotaOverUsedRevokeController picks them (``koordapi.quota.revoke``). Here, not in the
+scheduler: the leader-elected writer that already holds every quota's used and runtime.
 """
 
 from __future__ import annotations
@@ -45,11 +52,14 @@ from koordapi.quota.model import (
     parse_resource_list,
     resources,
 )
+from koordapi.quota.revoke import ElasticQuotaArgs, QuotaRevoker, pods_to_revoke
 from koordapi.quota.runtime import QuotaInfo, QuotaTree, format_amount, format_resources
 from koordapi.quota.usage import QuotaBook
 from koordkube.client import KubeApi
 from koordkube.errors import NotFound
+from koordkube.eviction import EvictionAPI, EvictionResult
 from koordkube.resources import ElasticQuota, object_key
+from manager.controllers.events import EventRecorder
 from manager.controllers.state import ClusterState
 from manager.metrics import ManagerMetrics
 
@@ -59,6 +69,8 @@ NAME = "elasticquota"
 KEY = "elasticquotas"  # the one key of the queue: a pass looks at every quota
 INTERVAL = 1.0  # seconds between passes at least (Koordinator: wait.Until every second)
 USED = "used"
+NO_REVOKE = ElasticQuotaArgs()  # Koordinator's defaults: monitorAllQuotas false, no reclaim
+REVOKED = "QuotaOverUsedRevoke"  # ours: Koordinator's controller only logs (its name)
 
 Object = Mapping[str, Any]
 
@@ -166,11 +178,19 @@ class ElasticQuotaStatusController:
         nudge: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
         interval: float = INTERVAL,
+        revoke: ElasticQuotaArgs = NO_REVOKE,
+        events: EventRecorder | None = None,
     ) -> None:
         """``nudge``: asks for a pass (queues ``KEY``); called on every event the counting
-        takes in."""
+        takes in. ``revoke``: the ElasticQuotaArgs deciding reclaim; ``events``: where an
+        evicted pod is told why."""
         self.api, self.state, self.metrics = api, state, metrics
         self.nudge, self.clock, self.interval = nudge, clock, interval
+        self.revoker = QuotaRevoker(revoke, now=clock) if revoke.revokes else None
+        self.revoke_interval = revoke.revoke_pod_interval
+        self._last_revoke: float | None = None
+        self.evictions = EvictionAPI(api)
+        self.events = events
         self.book = QuotaBook()
         self._last: float | None = None  # when the last pass started
         self._series: set[tuple[str, ...]] = set()  # label values of the series set
@@ -208,15 +228,16 @@ class ElasticQuotaStatusController:
         if self._last is not None and 0 <= now - self._last < self.interval:
             return self._last + self.interval - now
         self._last = now
-        await self.sync()
-        return None
+        return await self.sync()
 
-    async def sync(self) -> None:
-        """Write the status of every quota whose numbers changed and set the metrics; raises
-        after the pass if a write failed (the key comes back, rate-limited)."""
+    async def sync(self) -> float | None:
+        """Write the status of every quota whose numbers changed, set the metrics and
+        reclaim; raises after the pass if a write failed (the key comes back, rate-limited).
+        The seconds after which an over-used quota is due for reclaim, without an event."""
         tree = self.book.tree()  # None: the book logged why, once
         failed: list[str] = []
         series: set[tuple[str, ...]] = set()
+        usage: dict[str, tuple[Resources, Resources]] = {}
         objects = self.state.elastic_quotas.list()
         for obj in objects:
             meta = obj.get("metadata") or {}
@@ -229,6 +250,7 @@ class ElasticQuotaStatusController:
                 self._skipped[name] = str(err)
                 continue
             self._skipped.pop(name, None)
+            usage[name] = (info.used, info.runtime)
             series |= self._record(info, str((meta.get("labels") or {}).get(LABEL_TREE_ID) or ""))
             patch, changes = status_patch(obj, info)
             if patch is None:
@@ -251,8 +273,45 @@ class ElasticQuotaStatusController:
         for labels in self._series - series:
             self.metrics.elastic_quota_status.remove(*labels)
         self._series = series
+        due = await self._revoke(usage) if tree is not None else None
         if failed:
             raise RuntimeError(f"ElasticQuota status not written: {', '.join(failed)}")
+        return due
+
+    async def _revoke(self, usage: Mapping[str, tuple[Resources, Resources]]) -> float | None:
+        """Koordinator's revokePodDueToQuotaOverUsed, every revokePodInterval at most: evict
+        the pods the over-used quotas give back; the seconds until the next check is due
+        (an over-used quota's delay running out, or the interval), None when none is over."""
+        if self.revoker is None:
+            return None
+        now = self.clock()
+        if self._last_revoke is not None and now - self._last_revoke < self.revoke_interval:
+            return self._last_revoke + self.revoke_interval - now
+        self._last_revoke = now
+        for name in self.revoker.due(usage, now):
+            used, runtime = usage[name]
+            for pod in pods_to_revoke(self.book.assigned_pods(name), used, runtime):
+                await self._evict(pod, name, used, runtime)
+        after = self.revoker.next_check(now)
+        # a monitor fires only past its delay: come back one interval after it runs out
+        return None if after is None else after - now + self.revoke_interval
+
+    async def _evict(self, pod: Object, quota: str, used: Resources, runtime: Resources) -> None:
+        meta = pod.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        message = (
+            f"ElasticQuota {quota} uses {format_resources(used)}, over its runtime "
+            f"{format_resources(runtime)} (its lent quota was claimed back): pod evicted"
+        )
+        result, detail = await self.evictions.evict_async(namespace, name, str(meta.get("uid")))
+        if result != EvictionResult.STARTED:
+            log.warning("pod %s/%s of quota %s not revoked: %s %s", namespace, name, quota,
+                        result, detail)  # fmt: skip
+            return
+        self.metrics.reconciles.labels(NAME, "revoked").inc()
+        log.info("pod %s/%s revoked: %s", namespace, name, message)
+        if self.events is not None:
+            await self.events.warn({"apiVersion": "v1", "kind": "Pod", **pod}, REVOKED, message)
 
     def _info(self, tree: QuotaTree | None, name: str) -> QuotaInfo:
         """The quota's numbers; ModelError saying why there are none (a quota that cannot be

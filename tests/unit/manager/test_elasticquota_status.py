@@ -20,14 +20,17 @@ from typing import Any
 import pytest
 
 from koordapi.quota import model
+from koordapi.quota.revoke import ElasticQuotaArgs
 from koordapi.quota.runtime import QuotaTree
 from koordkube.resources import object_key
 from manager.controllers.elasticquota import (
     KEY,
+    NO_REVOKE,
     ElasticQuotaStatusController,
     resource_list_json,
     status_patch,
 )
+from manager.controllers.events import EventRecorder
 from manager.controllers.state import ClusterState
 from manager.metrics import ManagerMetrics
 from tests.fakekube import FakeKubeAPI
@@ -129,13 +132,21 @@ class Harness:
 
 
 @asynccontextmanager
-async def watching(api: FakeKubeAPI) -> AsyncIterator[Harness]:
+async def watching(
+    api: FakeKubeAPI, revoke: ElasticQuotaArgs = NO_REVOKE
+) -> AsyncIterator[Harness]:
     kube = api.kube_api()
     state = ClusterState(kube, NS, "slo-controller-config")
     metrics, clock = ManagerMetrics(), ManualClock()
     nudges: list[int] = []
     controller = ElasticQuotaStatusController(
-        kube, state, metrics, nudge=lambda: nudges.append(1), clock=clock.monotonic
+        kube,
+        state,
+        metrics,
+        nudge=lambda: nudges.append(1),
+        clock=clock.monotonic,
+        revoke=revoke,
+        events=EventRecorder(kube),
     )
     informers = (state.nodes, state.pods, state.elastic_quotas)
     tasks = [asyncio.create_task(i.run()) for i in informers]
@@ -465,3 +476,57 @@ def test_resource_lists_are_written_as_kubernetes_quantities_in_gos_json() -> No
     )
     assert resource_list_json({"cpu": 5000}) == '{"cpu":"5"}'
     assert resource_list_json({}) == "{}"
+
+
+def test_a_borrowing_quota_gives_back_its_least_important_pods_after_the_delay() -> None:
+    """Koordinator's QuotaOverUsedRevokeController (monitorAllQuotas, delayEvictTime 45s).
+    Node 6 cores; quota-a min 4, quota-b min 2, both max 6. quota-b borrowed: its pods use
+    4300m. quota-a's pods ask 3900m: quota-a's runtime 3900m, quota-b's 2100m (6000 - 3900),
+    so quota-b is 2200m over its runtime."""
+    api = FakeKubeAPI()
+    api.seed(
+        make_node("6", "32Gi"),
+        make_quota("quota-a", {"cpu": "4"}, {"cpu": "6"}),
+        make_quota("quota-b", {"cpu": "2"}, {"cpu": "6"}),
+        make_pod("b-low", "quota-b", "1300m"),
+        make_pod("b-mid", "quota-b", "1100m"),
+        make_pod("b-top", "quota-b", "1900m"),
+    )
+    for name, priority in (("b-low", 10), ("b-mid", 20), ("b-top", 30)):
+        pod = api.get("Pod", name, "work")
+        assert pod is not None
+        api.seed({**pod, "spec": {**pod["spec"], "priority": priority}})
+    revoke = ElasticQuotaArgs(monitor_all_quotas=True, delay_evict_time=45.0)
+
+    async def scenario() -> None:
+        async with watching(api, revoke) as h:
+            assert await h.pass_() is None  # nothing over-used
+            api.seed(make_pod("a-1", "quota-a", "3900m", node=None))
+            due = await h.pass_()
+            assert h.annotation("quota-b", model.ANNOTATION_RUNTIME) == {"cpu": "2100m"}
+            # last seen within its runtime a second ago: 45 s - 1 s, then one interval more
+            assert due == 45.0
+            await h.pass_(30.0)
+            assert len(api.objects("Pod", "work")) == 4  # over for 30 s only: kept
+            await h.pass_(16.0)
+            # least important first until used fits (b-low 1300m, b-mid 1100m: 4300m -> 1900m),
+            # then the more important of them put back if it still fits (1900 + 1100 > 2100: no)
+            left = sorted(p["metadata"]["name"] for p in api.objects("Pod", "work"))
+            assert left == ["a-1", "b-top"]
+            told = [
+                e["message"] for e in api.objects("Event") if e["reason"] == "QuotaOverUsedRevoke"
+            ]
+            assert len(told) == 2 and "uses cpu:4300m, over its runtime cpu:2100m" in told[0]
+
+    run(scenario())
+
+
+def test_elastic_quota_args_flag_reads_koordinators_json_and_refuses_bad_text() -> None:
+    from manager.app import read_elastic_quota_args  # noqa: PLC0415
+
+    args = read_elastic_quota_args('{"monitorAllQuotas": true, "delayEvictTime": "1m30s"}')
+    assert (args.revokes, args.delay_evict_time) == (True, 90.0)
+    assert not read_elastic_quota_args("").revokes  # Koordinator's defaults
+    for text in ('{"monitorAllQuotas": "yes"}', "{not json", '{"delayEvictTime": "-5s"}'):
+        with pytest.raises(ValueError, match="not ElasticQuotaArgs"):
+            read_elastic_quota_args(text)
