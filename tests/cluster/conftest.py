@@ -45,9 +45,20 @@ def missing_prerequisites() -> list[str]:
 LAST = ("test_upgrade_uninstall.py", "test_koordinator_values.py", "test_audit.py")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The uninstall comes after every test that needs the product, then the installs with
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test marked ``cluster_tier(VERSION)`` runs only in the tier on that containerd
+    (control-plane behaviour, the same on either: run once, the tiers' time budgets shared);
+    the uninstall comes after every test that needs the product, then the installs with
     other values; the audit log is read once every other test has made its requests."""
+    other = [
+        item
+        for item in items
+        if (marker := item.get_closest_marker("cluster_tier")) is not None
+        and marker.args[0] != paths.CONTAINERD_VERSION
+    ]
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = [item for item in items if item not in other]
     items.sort(key=lambda item: LAST.index(item.path.name) + 1 if item.path.name in LAST else 0)
 
 

@@ -28,7 +28,12 @@ REPORT_INTERVAL = 30
 SMALL = {"requests": {"cpu": "25m"}}
 VALUES: dict[str, Any] = {
     "koordlet": {"flags": {"cgroup-kube-dir": f"{CGROUP_ROOT}/kubepods/"}},
-    "manager": {"knownSchedulers": ["koord-scheduler"], "resources": SMALL},
+    "manager": {
+        "knownSchedulers": ["koord-scheduler"],
+        "resources": SMALL,
+        # quota reclaim on (Koordinator's default is off), after 5 s over the runtime
+        "elasticQuotaArgs": {"monitorAllQuotas": True, "delayEvictTime": "5s"},
+    },
     "sloConfig": {"data": {"colocation-config": {"metricReportIntervalSeconds": REPORT_INTERVAL}}},
     "scheduler": {
         "loadAware": {"usageThresholds": {"cpu": 0, "memory": 95}},
@@ -84,6 +89,17 @@ def serving_managers(cluster: Cluster) -> list[dict[str, Any]] | None:
         return True
 
     return pods if cluster.in_netns(listening) else None
+
+
+def nothing_terminating(cluster: Cluster) -> bool:
+    """No pod of the cluster is on its way out: what the pods ask of the node is settled (an
+    earlier test's namespace deleted with --wait=false lets its pods go in the background, and
+    until its namespace is gone a pod of it may not be marked yet)."""
+    namespaces = cluster.get("/api/v1/namespaces")["items"]
+    if any(n.get("status", {}).get("phase") == "Terminating" for n in namespaces):
+        return False
+    pods = cluster.get("/api/v1/pods")["items"]
+    return not any("deletionTimestamp" in p["metadata"] for p in pods)
 
 
 def restart_apiserver(cluster: Cluster) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from koordapi.quantity import milli_value
 from tests.cluster import product
 from tests.cluster.cluster import Cluster, ClusterError
@@ -57,9 +59,9 @@ def bound(cluster: Cluster, name: str) -> dict[str, Any] | None:
     return found if found["spec"].get("nodeName") else None
 
 
-def waiting_because(cluster: Cluster, name: str) -> str | None:
+def waiting_because(cluster: Cluster, name: str, pods: str = PODS) -> str | None:
     """The message of the pod's PodScheduled=False condition, once kube-scheduler gave up."""
-    for condition in get(cluster, name)["status"].get("conditions", []):
+    for condition in dict(cluster.get(f"{pods}/{name}"))["status"].get("conditions", []):
         if condition["type"] == "PodScheduled" and condition["status"] == "False":
             return str(condition.get("message", ""))
     return None
@@ -105,6 +107,8 @@ def test_koord_managers_webhook_refuses_a_quota_whose_min_is_over_its_max(
 def test_a_pod_over_its_quota_waits_with_koordinators_reason_until_room_is_made(
     cluster: Cluster,
 ) -> None:
+    # room on the node for the quota's pods: nothing of an earlier test still going
+    cluster.wait_for("no pod terminating", lambda: product.nothing_terminating(cluster), 120)
     cluster.apply(f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NAMESPACE_UNDER_TEST}}}")
     try:
         cluster.apply(f"""
@@ -154,3 +158,146 @@ spec:
         cluster.wait_for("the second pod bound", lambda: bound(cluster, "second"), 150)
     finally:
         cluster.kubectl("delete", "namespace", NAMESPACE_UNDER_TEST, "--wait=false")
+
+
+RECLAIM_NS = "reclaim-test"
+RECLAIM_PODS = f"/api/v1/namespaces/{RECLAIM_NS}/pods"
+
+
+def reclaim_job(name: str, quota: str, members: int, cpu: int, priority: str) -> dict[str, Any]:
+    requests = {"cpu": f"{cpu}m", "memory": "16Mi"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": RECLAIM_NS},
+        "spec": {
+            "parallelism": members,
+            "completions": members,
+            "backoffLimit": 6,
+            "template": {
+                "metadata": {"labels": {"quota.scheduling.koordinator.sh/name": quota}},
+                "spec": {
+                    "schedulerName": "koord-scheduler",
+                    "priorityClassName": priority,
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": images.WORKLOAD.ref,
+                            "imagePullPolicy": "Never",
+                            "command": ["sleep", "3600"],
+                            "resources": {"requests": requests, "limits": requests},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def job_pods(cluster: Cluster, name: str) -> list[dict[str, Any]]:
+    found = cluster.get(f"{RECLAIM_PODS}?labelSelector=job-name={name}")["items"]
+    return [p for p in found if "deletionTimestamp" not in p["metadata"]]
+
+
+def get_in(cluster: Cluster, name: str) -> dict[str, Any]:
+    return dict(cluster.get(f"{RECLAIM_PODS}/{name}"))
+
+
+def bound_names(cluster: Cluster, name: str, count: int) -> list[str] | None:
+    pods = job_pods(cluster, name)
+    names = sorted(p["metadata"]["name"] for p in pods if p["spec"].get("nodeName"))
+    return names if len(names) == count else None
+
+
+def root_total(cluster: Cluster) -> int:
+    """The quota tree's root total: the node's allocatable cpu less what its pods ask (they are
+    all in the default quota), milli-cores, once no pod is on its way out."""
+    cluster.wait_for("no pod terminating", lambda: product.nothing_terminating(cluster), 120)
+    (node,) = cluster.get("/api/v1/nodes")["items"]
+    asked = sum(
+        milli_value((c.get("resources", {}).get("requests") or {}).get("cpu", "0"))
+        for pod in cluster.get("/api/v1/pods")["items"]
+        if pod["spec"].get("nodeName") and pod["status"].get("phase") not in ("Succeeded", "Failed")
+        for c in pod["spec"]["containers"]
+    )
+    return milli_value(node["status"]["allocatable"]["cpu"]) - asked
+
+
+@pytest.mark.cluster_tier("2.1")  # control plane only: run once (test_gang runs in 1.7)
+def test_a_team_borrowing_idle_quota_gives_it_back_when_the_owners_job_arrives(
+    cluster: Cluster,
+) -> None:
+    """Two teams share the node. team-b borrows team-a's idle min; team-a's job arrives, team-b's
+    runtime drops below its used, and after delayEvictTime (5 s in the tier's values) koord-manager
+    evicts team-b's pods in Koordinator's order: the least important first, so its two
+    low-priority pods go although the one high-priority pod alone would have been enough."""
+    total = root_total(cluster)
+    half, high, low = total // 2, total * 3 // 10, total // 4
+    cluster.apply(f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {RECLAIM_NS}}}")
+    cluster.apply("""
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: reclaim-test-low}
+value: 1100
+preemptionPolicy: Never
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: reclaim-test-high}
+value: 1900
+preemptionPolicy: Never
+""")
+    try:
+        # team-a is guaranteed half of the node; team-b 40m; either may borrow up to all of it
+        for name, minimum in (("team-a", half), ("team-b", 40)):
+            cluster.apply(f"""
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: ElasticQuota
+metadata: {{name: {name}, namespace: {RECLAIM_NS}}}
+spec:
+  min: {{cpu: {minimum}m}}
+  max: {{cpu: {total}m}}
+""")
+        jobs = f"/apis/batch/v1/namespaces/{RECLAIM_NS}/jobs"
+        cluster.api("POST", jobs, reclaim_job("b-high", "team-b", 1, high, "reclaim-test-high"))
+        cluster.api("POST", jobs, reclaim_job("b-low", "team-b", 2, low, "reclaim-test-low"))
+        kept = cluster.wait_for(
+            "team-b's job on borrowed quota", lambda: bound_names(cluster, "b-high", 1), 120
+        )
+        evicted = cluster.wait_for(
+            "team-b's low pods", lambda: bound_names(cluster, "b-low", 2), 120
+        )
+
+        # team-b uses 0.8 of the node; team-a asks its min, 0.5: team-b's runtime becomes 0.5
+        cluster.api("POST", jobs, reclaim_job("a-main", "team-a", 1, half, "reclaim-test-low"))
+        cluster.wait_for(
+            "team-a's guaranteed job bound", lambda: bound_names(cluster, "a-main", 1), 120
+        )
+        assert bound_names(cluster, "b-high", 1) == kept  # the important pod stayed
+        gone = {p["metadata"]["name"] for p in job_pods(cluster, "b-low")}
+        assert not gone & set(evicted), "the low pods were not the ones evicted"
+        # the Job's replacements wait: the node has 0.2 left, team-b's quota too (0.3 of 0.5)
+        replacement = cluster.wait_for(
+            "a replacement of team-b's waiting",
+            lambda: next(
+                (
+                    p["metadata"]["name"]
+                    for p in job_pods(cluster, "b-low")
+                    if waiting_because(cluster, p["metadata"]["name"], RECLAIM_PODS)
+                ),
+                None,
+            ),
+            90,
+        )
+        assert not get_in(cluster, replacement)["spec"].get("nodeName")
+        events = cluster.kubectl_json(
+            "get", "events", "-n", RECLAIM_NS, "--field-selector=reason=QuotaOverUsedRevoke"
+        )["items"]
+        assert sorted(e["involvedObject"]["name"] for e in events) == evicted
+    finally:
+        cluster.kubectl("delete", "namespace", RECLAIM_NS, "--wait=false")
+        cluster.kubectl(
+            "delete", "priorityclass", "reclaim-test-low", "reclaim-test-high", check=False
+        )
