@@ -37,10 +37,18 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def request_of(pod: Object) -> Resources:
+def request_of(pod: Object, cache: dict[tuple[str, str], Resources] | None = None) -> Resources:
     """The pod's requests and the one ``pods`` slot it takes; ModelError for a malformed
-    amount."""
-    return {**pod_request(pod), PODS: 1}
+    amount. ``cache``: requests kept by (uid, resourceVersion), across passes: a pod's requests
+    change only with a new version (the caller drops what it no longer needs)."""
+    meta = _map(pod.get("metadata"))
+    key = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+    if cache is not None and all(key) and key in cache:
+        return cache[key]
+    found = {**pod_request(pod), PODS: 1}
+    if cache is not None and all(key):
+        cache[key] = found
+    return found
 
 
 @dataclass
@@ -62,9 +70,14 @@ class NodeRoom:
         return sorted(n for n, amount in request.items() if amount > self.free.get(n, 0))
 
 
-def node_rooms(nodes: Iterable[Object], pods: Iterable[Object]) -> dict[str, NodeRoom]:
+def node_rooms(
+    nodes: Iterable[Object],
+    pods: Iterable[Object],
+    cache: dict[tuple[str, str], Resources] | None = None,
+) -> dict[str, NodeRoom]:
     """Every node's room after the pods bound to it that have not finished (a node or a pod
-    with a malformed amount: the node is left out, the pod counted as nothing)."""
+    with a malformed amount: the node is left out, the pod counted as nothing); ``cache`` as
+    ``request_of``'s."""
     rooms: dict[str, NodeRoom] = {}
     for node in nodes:
         meta, spec = _map(node.get("metadata")), _map(node.get("spec"))
@@ -84,7 +97,7 @@ def node_rooms(nodes: Iterable[Object], pods: Iterable[Object]) -> dict[str, Nod
         bound = str(_map(pod.get("spec")).get("nodeName") or "")
         if bound in rooms and _map(pod.get("status")).get("phase") not in _FINISHED:
             try:
-                rooms[bound].take(request_of(pod))
+                rooms[bound].take(request_of(pod, cache))
             except ModelError:
                 continue
     return rooms
@@ -121,46 +134,65 @@ def _expression_matches(expression: Mapping[str, Any], labels: Mapping[str, str]
     return False
 
 
-def _affinity_matches(pod_spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    required = _map(
-        _map(_map(pod_spec.get("affinity")).get("nodeAffinity")).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
+@dataclass(frozen=True)
+class Needs:
+    """What a pod asks of a node besides room, read once per pod."""
+
+    node_name: str
+    selector: tuple[tuple[str, str], ...]
+    terms: tuple[tuple[Mapping[str, Any], ...], ...] | None  # None: no required affinity
+    tolerations: tuple[Mapping[str, Any], ...]
+
+    @classmethod
+    def of(cls, pod: Object) -> Needs:
+        spec = _map(pod.get("spec"))
+        required = _map(
+            _map(_map(spec.get("affinity")).get("nodeAffinity")).get(
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            )
         )
-    )
-    terms = [t for t in _list(required.get("nodeSelectorTerms")) if isinstance(t, Mapping)]
-    if not required:
-        return True
-    # terms are ORed, a term's expressions ANDed; matchFields only by metadata.name: refused
-    return any(
-        not _list(term.get("matchFields"))
-        and all(
-            _expression_matches(e, labels)
-            for e in _list(term.get("matchExpressions"))
-            if isinstance(e, Mapping)
+        terms = None
+        if required:
+            # matchFields (by metadata.name only) is not read: such a term matches no node
+            terms = tuple(
+                tuple(e for e in _list(t.get("matchExpressions")) if isinstance(e, Mapping))
+                if not _list(t.get("matchFields"))
+                else ({"operator": "matchFields"},)
+                for t in _list(required.get("nodeSelectorTerms"))
+                if isinstance(t, Mapping)
+            )
+        return cls(
+            node_name=str(spec.get("nodeName") or ""),
+            selector=tuple((str(k), str(v)) for k, v in _map(spec.get("nodeSelector")).items()),
+            terms=terms,
+            tolerations=tuple(t for t in _list(spec.get("tolerations")) if isinstance(t, Mapping)),
         )
-        for term in terms
-    )
+
+    def shape(self, request: Mapping[str, int]) -> str:
+        """Equal for two pods that fit the same nodes: a member that found no node tells that
+        every later member of the same shape finds none either (the room only shrinks)."""
+        return repr((self, sorted(request.items())))
 
 
-def unfit_reason(pod: Object, room: NodeRoom, request: Mapping[str, int]) -> str:
-    """Why ``pod`` cannot go to ``room`` now, in kube-scheduler's words; empty when it can."""
-    spec = _map(pod.get("spec"))
-    wanted = spec.get("nodeName")
-    if wanted and wanted != room.name:
+def unfit_reason(needs: Needs, room: NodeRoom, request: Mapping[str, int]) -> str:
+    """Why a pod with ``needs`` and ``request`` cannot go to ``room`` now, in kube-scheduler's
+    words; empty when it can."""
+    if needs.node_name and needs.node_name != room.name:
         return "node(s) didn't match the requested node name"
     if room.unschedulable:
         return "node(s) were unschedulable"
-    selector = _map(spec.get("nodeSelector"))
-    if any(room.labels.get(str(k)) != str(v) for k, v in selector.items()):
+    if any(room.labels.get(k) != v for k, v in needs.selector):
         return "node(s) didn't match Pod's node affinity/selector"
-    if not _affinity_matches(spec, room.labels):
+    if needs.terms is not None and not any(
+        all(_expression_matches(e, room.labels) for e in term) for term in needs.terms
+    ):  # terms are ORed, a term's expressions ANDed
         return "node(s) didn't match Pod's node affinity/selector"
-    tolerations = [t for t in _list(spec.get("tolerations")) if isinstance(t, Mapping)]
     for taint in room.taints:
-        if taint.get("effect") in _BLOCKING and not any(_tolerates(t, taint) for t in tolerations):
+        if taint.get("effect") in _BLOCKING and not any(
+            _tolerates(t, taint) for t in needs.tolerations
+        ):
             return "node(s) had untolerated taint"
-    short = room.short_of(request)
-    return ", ".join(f"Insufficient {name}" for name in short)
+    return ", ".join(f"Insufficient {name}" for name in room.short_of(request))
 
 
 @dataclass(frozen=True)
@@ -187,6 +219,7 @@ def place(pods: Sequence[tuple[str, Object]], rooms: Mapping[str, NodeRoom]) -> 
     each placed pod needs (the rooms are changed: pass copies to try without keeping)."""
     nodes: dict[str, str] = {}
     unplaced: dict[str, str] = {}
+    failed: dict[str, str] = {}  # shape -> fit error
     ordered = sorted(rooms.values(), key=lambda room: room.name)
     for key, pod in pods:
         try:
@@ -194,16 +227,21 @@ def place(pods: Sequence[tuple[str, Object]], rooms: Mapping[str, NodeRoom]) -> 
         except ModelError as err:
             unplaced[key] = f"malformed resources: {err}"
             continue
+        needs = Needs.of(pod)
+        shape = needs.shape(request)
+        if shape in failed:
+            unplaced[key] = failed[shape]
+            continue
         reasons = []
         for room in ordered:
-            reason = unfit_reason(pod, room, request)
+            reason = unfit_reason(needs, room, request)
             if not reason:
                 room.take(request)
                 nodes[key] = room.name
                 break
             reasons.append(reason)
         else:
-            unplaced[key] = _fit_error(reasons, len(ordered))
+            unplaced[key] = failed[shape] = _fit_error(reasons, len(ordered))
     return Placement(nodes=nodes, unplaced=unplaced)
 
 

@@ -46,6 +46,7 @@ from koordapi.gang.fit import copy_rooms, node_rooms, place
 from koordapi.gang.gate import gated, release_patch
 from koordapi.gang.spec import DEFAULT_ARGS, creation_order, pod_key
 from koordapi.gang.state import GangState
+from koordapi.quota.model import Resources
 from koordkube.client import KubeApi
 from koordkube.errors import Conflict, Invalid, NotFound
 from koordkube.resources import PodGroup
@@ -110,6 +111,7 @@ class GangController:
         self._released: dict[str, tuple[float, float]] = {}
         self._satisfied: set[str] = set()  # gang groups once satisfied (never undone)
         self._told: dict[str, str] = {}  # member -> the last reason posted on it
+        self._requests: dict[tuple[str, str], Resources] = {}  # by pod uid and version
         self._expired: set[str] = set()  # let go, not bound within the waiting-time (logged)
         state.pods.add_handler(self._on_event)
         state.nodes.add_handler(self._on_event)
@@ -136,16 +138,24 @@ class GangController:
         podgroups = self.state.pod_groups.list() if self.state.pod_groups.synced.is_set() else []
         if not podgroups and not self._released and not any(gated(p) for p in pods):
             return None  # no gang waits: nothing to count
-        states = gang_states(pods, podgroups, once_satisfied=self._satisfied, args=self.args)
+        pods_of_gangs = [p for p in pods if gang_id(p)]  # the gangs' states need no others
+        states = gang_states(
+            pods_of_gangs, podgroups, once_satisfied=self._satisfied, args=self.args
+        )
         self._satisfied |= {
             s.spec.group_id for s in states.values() if s.spec is not None and s.once_satisfied
         }
-        rooms = node_rooms(self.state.nodes.list(), pods)
-        self._keep_released_room(pods, states, rooms, now)
+        if len(self._requests) > 2 * len(pods):  # old versions and gone pods: start over
+            self._requests.clear()
+        rooms = node_rooms(self.state.nodes.list(), pods, self._requests)
+        self._keep_released_room(pods_of_gangs, states, rooms, now)
         waiting: dict[str, list[Object]] = {}
         for pod in creation_order(p for p in pods if gated(p) and not _bound(p)):
             waiting.setdefault(_group_of(pod, states), []).append(pod)
         for group, members in waiting.items():
+            if not group:  # gated, but no gang names it any more: nothing holds it back
+                await self._release(members, "(none)", states, now)
+                continue
             if admission_reason(members[0], states):
                 for pod in members:  # each in its own name, as PreEnqueue tells each
                     await self._tell([pod], admission_reason(pod, states))
@@ -154,7 +164,7 @@ class GangController:
             placement = place([(pod_key(p), p) for p in members], trial)
             held = dict.fromkeys(placement.nodes, now)
             trial_states = gang_states(
-                pods, podgroups, held=held, once_satisfied=self._satisfied, args=self.args
+                pods_of_gangs, podgroups, held=held, once_satisfied=self._satisfied, args=self.args
             )
             if group_ready(gang_id(members[0]), trial_states):
                 rooms = trial

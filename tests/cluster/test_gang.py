@@ -9,6 +9,9 @@ containerd 1.7 tier; the 2.1 tier runs test_quota's reclaim instead (the two tie
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -164,6 +167,16 @@ def test_a_strict_gang_of_four_on_room_for_three_runs_none_until_room_is_made(
     )
     assert "Insufficient cpu" in message and "alreadyWaitForBound: 3" in message, message
     assert not any(p["spec"].get("nodeName") for p in members(cluster, "train"))
+    # what a user runs to ask why: koordctl, with the cluster's kubeconfig
+    name = pods[0]["metadata"]["name"]
+    why = subprocess.run(
+        ["nsenter", f"--net={cluster.netns_path}", str(Path(sys.executable).parent / "koordctl"),
+         "quota", "why", f"{NS}/{name}", f"--kubeconfig={cluster.admin_kubeconfig}"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert why.returncode == 0, why.stderr
+    assert f"scheduling gate {GATE}: " in why.stdout, why.stdout
+    assert why.stdout.rstrip().endswith(f"waiting because: {message}"), why.stdout
 
     cluster.api("DELETE", f"{PODS}/filler")
     cluster.wait_for("all four members bound", lambda: all_bound(cluster, "train", 4), 120)

@@ -306,3 +306,48 @@ def test_podgroup_status_follows_its_members() -> None:
             assert group["status"]["scheduled"] == 2
 
     run(scenario())
+
+
+def test_gangs_of_a_group_wait_for_each_other_and_go_together() -> None:
+    # a driver gang (1) and a worker gang (3) bundled by the groups annotation: the driver alone
+    # is complete and fits, but goes only once the workers are all there too
+    group = '["jobs/driver", "jobs/workers"]'
+    api = FakeKubeAPI()
+    api.seed(node("16"))
+    driver = member("d-0", "driver", 1, "700m", created=0)
+    driver["metadata"]["annotations"][gang_spec.ANNOTATION_GROUPS] = group
+    api.seed(driver)
+    workers = [member(f"w-{i}", "workers", 3, "1300m", created=1 + i) for i in range(3)]
+    for pod in workers:
+        pod["metadata"]["annotations"][gang_spec.ANNOTATION_GROUPS] = group
+
+    async def scenario() -> None:
+        async with watching(api) as h:
+            await h.pass_()
+            assert h.gated() == ["d-0"]
+            (message,) = h.events("d-0")
+            assert "memberGangs [jobs/workers]" in message  # the gang that is missing
+            api.seed(*workers[:2])
+            await h.pass_()
+            assert h.gated() == ["d-0", "w-0", "w-1"]
+            api.seed(workers[2])
+            await h.pass_()
+            assert h.released() == ["d-0", "w-0", "w-1", "w-2"]
+
+    run(scenario())
+
+
+def test_a_gated_pod_whose_gang_annotations_were_removed_is_let_go() -> None:
+    api = FakeKubeAPI()
+    api.seed(node("8"))
+    orphan = member("o-0", "train", 5, "100m", created=0)
+    del orphan["metadata"]["annotations"]
+    api.seed(orphan, member("w-0", "train", 2, "100m", created=1))
+
+    async def scenario() -> None:
+        async with watching(api) as h:
+            await h.pass_()
+            assert h.released() == ["o-0"]
+            assert h.gated() == ["w-0"]  # its gang still lacks a member
+
+    run(scenario())
