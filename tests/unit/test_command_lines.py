@@ -100,6 +100,7 @@ OLD_MANAGER: OldFlags = {
     "--sync-period": ("0", None),
     "--feature-gates": ("", None),
     "--schedulers": ("", None),  # ours
+    "--elastic-quota-args": ("", None),  # ours: Koordinator's ElasticQuotaArgs (quota reclaim)
     # ours: the webhooks' rate limit (koordkube.ratelimit)
     "--webhook-rate-limit-qps": ("2000", None),
     "--webhook-rate-limit-burst": ("4000", None),
