@@ -128,7 +128,13 @@ def namespace(cluster: Cluster) -> Any:
     )
     cluster.apply(f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NS}}}")
     yield NS
-    # waited for: the next tests size their pods by the node's free room
+    # the Jobs and their pods first (an Event about a pod of a namespace being deleted is
+    # refused: test_audit counts every refusal), then the namespace, waited for: the next
+    # tests size their pods by the node's free room
+    cluster.kubectl(
+        "delete", "jobs", "--all", "-n", NS, "--cascade=foreground", "--timeout=120s",
+        check=False,
+    )  # fmt: skip
     cluster.kubectl("delete", "namespace", NS, "--timeout=120s")
 
 
@@ -180,7 +186,9 @@ def test_a_strict_gang_of_four_on_room_for_three_runs_none_until_room_is_made(
 
     cluster.api("DELETE", f"{PODS}/filler")
     cluster.wait_for("all four members bound", lambda: all_bound(cluster, "train", 4), 120)
-    cluster.kubectl("delete", "job", "train", "-n", NS, "--cascade=foreground", "--wait=false")
+    # gone before the next test sizes its gangs by the free room (foreground: the Job goes
+    # after its pods)
+    cluster.kubectl("delete", "job", "train", "-n", NS, "--cascade=foreground", "--timeout=120s")
 
 
 def test_of_two_gangs_that_fit_alone_but_not_together_one_runs_and_the_other_waits_whole(

@@ -297,6 +297,12 @@ spec:
         )["items"]
         assert sorted(e["involvedObject"]["name"] for e in events) == evicted
     finally:
+        # the Jobs and their pods first: a pending pod kube-scheduler still tries in a namespace
+        # being deleted has its events refused (test_audit counts every refusal)
+        cluster.kubectl(
+            "delete", "jobs", "--all", "-n", RECLAIM_NS, "--cascade=foreground",
+            "--timeout=120s", check=False,
+        )  # fmt: skip
         cluster.kubectl("delete", "namespace", RECLAIM_NS, "--wait=false")
         cluster.kubectl(
             "delete", "priorityclass", "reclaim-test-low", "reclaim-test-high", check=False
