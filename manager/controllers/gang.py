@@ -147,7 +147,8 @@ class GangController:
         }
         if len(self._requests) > 2 * len(pods):  # old versions and gone pods: start over
             self._requests.clear()
-        rooms = node_rooms(self.state.nodes.list(), pods, self._requests)
+        # a pod on its way out still holds its room, as kube-scheduler counts it until it is gone
+        rooms = node_rooms(self.state.nodes.list(), self.state.pods.list(), self._requests)
         self._keep_released_room(pods_of_gangs, states, rooms, now)
         waiting: dict[str, list[Object]] = {}
         for pod in creation_order(p for p in pods if gated(p) and not _bound(p)):

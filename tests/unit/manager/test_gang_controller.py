@@ -180,6 +180,14 @@ def test_a_strict_gang_runs_none_until_all_fit_then_all_go_together() -> None:
             assert h.events("w-3") == [want]
             await h.pass_()
             assert len(h.events("w-0")) == 1  # told once while the reason stays
+            # deleted, the filler still holds its room until it is gone, as kube-scheduler
+            # counts it: letting the gang go now would leave a member unplaced
+            filler_pod = api.get("Pod", "filler", "other")
+            assert filler_pod is not None
+            meta = {**filler_pod["metadata"], "deletionTimestamp": "2030-03-17T08:01:00Z"}
+            api.seed({**filler_pod, "metadata": meta})
+            await h.pass_()
+            assert len(h.gated()) == 4
             api.remove("Pod", "filler", "other")
             await h.pass_()
             assert h.gated() == []
