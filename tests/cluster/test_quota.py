@@ -80,6 +80,7 @@ def scheduler_saw_quota(cluster: Cluster) -> bool:
     return bool(replicas) and seeing == replicas
 
 
+@pytest.mark.cluster_tier("1.7")  # control plane only: run once
 def test_koord_managers_webhook_refuses_a_quota_whose_min_is_over_its_max(
     cluster: Cluster,
 ) -> None:
@@ -104,6 +105,7 @@ def test_koord_managers_webhook_refuses_a_quota_whose_min_is_over_its_max(
     assert "resourceKey cpu of quota upside-down min 430m > max 310m" in message, message
 
 
+@pytest.mark.cluster_tier("1.7")  # control plane only: run once
 def test_a_pod_over_its_quota_waits_with_koordinators_reason_until_room_is_made(
     cluster: Cluster,
 ) -> None:
@@ -225,7 +227,7 @@ def root_total(cluster: Cluster) -> int:
     return milli_value(node["status"]["allocatable"]["cpu"]) - asked
 
 
-@pytest.mark.cluster_tier("2.1")  # control plane only: run once (test_gang runs in 1.7)
+@pytest.mark.cluster_tier("2.1")  # control plane only: run once (the tests above in 1.7)
 def test_a_team_borrowing_idle_quota_gives_it_back_when_the_owners_job_arrives(
     cluster: Cluster,
 ) -> None:
