@@ -49,6 +49,7 @@ from koordapi.gang.state import GangState
 from koordapi.quota.model import Resources
 from koordkube.client import KubeApi
 from koordkube.errors import Conflict, Invalid, NotFound
+from koordkube.informer import DELETED
 from koordkube.resources import PodGroup
 from manager.controllers.events import EventRecorder
 from manager.controllers.state import ClusterState
@@ -113,12 +114,28 @@ class GangController:
         self._told: dict[str, str] = {}  # member -> the last reason posted on it
         self._requests: dict[tuple[str, str], Resources] = {}  # by pod uid and version
         self._expired: set[str] = set()  # let go, not bound within the waiting-time (logged)
-        state.pods.add_handler(self._on_event)
+        self._gated: set[str] = set()  # pods carrying the gate, kept from the pod events
+        state.pods.add_handler(self._on_pod)
         state.nodes.add_handler(self._on_event)
         state.pod_groups.add_handler(self._on_event)
 
+    def _busy(self) -> bool:
+        """Whether a pass has anything to do: a gated pod, a member let go and not bound yet,
+        or a PodGroup whose status follows its members."""
+        return bool(self._gated or self._released or self.state.pod_groups.keys())
+
+    def _on_pod(self, event: str, pod: dict[str, Any]) -> None:
+        key = pod_key(pod)
+        if event != DELETED and gated(pod):
+            self._gated.add(key)
+        else:
+            self._gated.discard(key)
+        self._on_event(event, pod)
+
     def _on_event(self, event: str, obj: dict[str, Any]) -> None:
-        self.nudge()
+        # without a gang waiting, a pod or node event costs no pass (a busy cluster's churn)
+        if self._busy():
+            self.nudge()
 
     async def reconcile(self, key: str) -> float | None:
         """One pass, unless the last was less than ``interval`` ago (the seconds to wait)."""
@@ -134,10 +151,10 @@ class GangController:
     async def sync(self, now: float) -> float | None:
         """Let go the groups that fit, tell the others why, write PodGroup status; the seconds
         until a released member's room runs out (a pass is due then), None when none."""
+        if not self._busy():
+            return None  # no gang waits: nothing to count
         pods = [p for p in self.state.pods.list() if _live(p)]
         podgroups = self.state.pod_groups.list() if self.state.pod_groups.synced.is_set() else []
-        if not podgroups and not self._released and not any(gated(p) for p in pods):
-            return None  # no gang waits: nothing to count
         pods_of_gangs = [p for p in pods if gang_id(p)]  # the gangs' states need no others
         states = gang_states(
             pods_of_gangs, podgroups, once_satisfied=self._satisfied, args=self.args

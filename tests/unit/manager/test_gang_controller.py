@@ -359,3 +359,24 @@ def test_a_gated_pod_whose_gang_annotations_were_removed_is_let_go() -> None:
             assert h.gated() == ["w-0"]  # its gang still lacks a member
 
     run(scenario())
+
+
+def test_without_a_gang_waiting_pod_events_ask_for_no_pass() -> None:
+    api = FakeKubeAPI()
+    api.seed(node("8"), filler("plain", "100m"))
+    nudges: list[str] = []
+
+    async def scenario() -> None:
+        async with watching(api) as h:
+            h.controller.nudge = lambda: nudges.append("pass")
+            plain = api.get("Pod", "plain", "other")
+            assert plain is not None
+            h.controller._on_pod("MODIFIED", plain)
+            h.controller._on_event("MODIFIED", node("8"))
+            assert nudges == []
+            h.controller._on_pod("ADDED", member("w-0", "train", 2, "100m", created=0))
+            assert nudges == ["pass"]
+            h.controller._on_event("MODIFIED", node("8"))  # room may change for the gang
+            assert nudges == ["pass", "pass"]
+
+    run(scenario())
