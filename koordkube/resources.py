@@ -42,6 +42,9 @@ PodMigrationJob = create_global_resource(
 # a node's GPUs and RDMA NICs, one per node named after it: koordlet writes it, koord-scheduler's
 # DeviceShare reads it; cluster-scoped, and without a status subresource, as Koordinator's CRD.
 Device = create_global_resource(SCHEDULING_GROUP, VERSION, "Device", "devices")
+# resources held on a node for the pods that will need them: the extender places and holds
+# them, koord-manager keeps their status; cluster-scoped, as Koordinator's CRD.
+Reservation = create_global_resource(SCHEDULING_GROUP, VERSION, "Reservation", "reservations")
 # The quota tree and gangs: the scheduler-plugins group's kinds, which Koordinator uses as
 # they are; namespaced.
 SIGS_SCHEDULING_GROUP = "scheduling.sigs.k8s.io"

@@ -1,67 +1,23 @@
-"""Kubernetes label selectors (metav1.LabelSelector) as the API server evaluates them.
-
-``matchLabels`` and ``matchExpressions`` are ANDed; an empty or missing selector matches
-everything, as the ClusterColocationProfile and NodeSLO ``nodeSelector`` fields expect.
-"""
+"""Kubernetes label selectors for koord-manager's configuration (ClusterColocationProfile and
+NodeSLO ``nodeSelector`` fields): koordapi.selectors, with a malformed selector reported as
+the manager's ConfigError."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from koordapi.errors import ModelError
+from koordapi.selectors import OPERATORS, label_selector_matches, validate_label_selector
 from manager.errors import ConfigError
 
-OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+__all__ = ["OPERATORS", "matches", "validate_selector"]
+
+matches = label_selector_matches
 
 
 def validate_selector(selector: Any, where: str = "selector") -> None:
     """Raise ConfigError when ``selector`` is not a well-formed LabelSelector."""
-    if selector is None:
-        return
-    if not isinstance(selector, Mapping):
-        raise ConfigError(f"{where}: a label selector must be an object")
-    labels = selector.get("matchLabels") or {}
-    if not isinstance(labels, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
-    ):
-        raise ConfigError(f"{where}.matchLabels: must map strings to strings")
-    expressions = selector.get("matchExpressions") or []
-    if not isinstance(expressions, list):
-        raise ConfigError(f"{where}.matchExpressions: must be a list")
-    for i, expr in enumerate(expressions):
-        at = f"{where}.matchExpressions[{i}]"
-        if not isinstance(expr, Mapping) or not isinstance(expr.get("key"), str):
-            raise ConfigError(f"{at}: needs a string key")
-        op, values = expr.get("operator"), expr.get("values") or []
-        if op not in OPERATORS:
-            raise ConfigError(f"{at}.operator: {op!r} is not one of {', '.join(OPERATORS)}")
-        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-            raise ConfigError(f"{at}.values: must be a list of strings")
-        if op in ("In", "NotIn") and not values:
-            raise ConfigError(f"{at}: {op} needs at least one value")
-        if op in ("Exists", "DoesNotExist") and values:
-            raise ConfigError(f"{at}: {op} takes no values")
-
-
-def matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str] | None) -> bool:
-    """Whether ``labels`` satisfy ``selector`` (validate it first; malformed parts never match)."""
-    if not selector:
-        return True
-    labels = labels or {}
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        present = key in labels
-        if op == "In" and not (present and labels[key] in values):
-            return False
-        if op == "NotIn" and present and labels[key] in values:
-            return False
-        if op == "Exists" and not present:
-            return False
-        if op == "DoesNotExist" and present:
-            return False
-        if op not in OPERATORS:
-            return False
-    return True
+    try:
+        validate_label_selector(selector, where)
+    except ModelError as exc:
+        raise ConfigError(str(exc)) from None
