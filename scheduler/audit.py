@@ -9,9 +9,10 @@ reason='cpuset 0-1,16-17' uid='2f1c...'
 reason='binding team-a/web to node-1: ...' uid='2f1c...'
 
 kind is the result, target the pod, value the node kube-scheduler chose, reason what was
-allocated (the cpuset of an LSE/LSR pod, the GPU minors of a GPU pod, or nothing) or the
-error answered to kube-scheduler. A bind whose arguments name no pod or node is counted and
-logged with what it had. Counted in ``koord_scheduler_extender_binds_total{result}`` (ours).
+allocated (the cpuset of an LSE/LSR pod, the GPU minors of a GPU pod, the Reservation an owner
+went into or a reserve pod placed, or nothing) or the error answered to kube-scheduler. A
+bind whose arguments name no pod or node is counted and logged with what it had. Counted
+in ``koord_scheduler_extender_binds_total{result}`` (ours).
 ``routes()`` serves the recent binds of one pod at ``GET /explain/pods/{namespace}/{name}`` on
 the metrics server (read-only), for ``koordctl explain pod --scheduler``; in memory, the last
 ``capacity`` binds since this process started.
@@ -37,9 +38,10 @@ BOUND, FAILED = "bound", "failed"
 NOTHING = "no CPUs pinned, no devices allocated"
 
 
-def allocated(cpuset: str, gpus: str) -> str:
+def allocated(cpuset: str, gpus: str, reservation: str = "") -> str:
     """What a successful bind gave the pod, in words."""
     parts = [f"cpuset {cpuset}"] * bool(cpuset) + [f"gpus {gpus}"] * bool(gpus)
+    parts += [f"reservation {reservation}"] * bool(reservation)
     return ", ".join(parts) or NOTHING
 
 
@@ -70,8 +72,19 @@ class BindAudit:
         )
         self.trail.record(action)
 
-    def bound(self, pod: str, uid: str, node: str, *, cpuset: str = "", gpus: str = "") -> None:
-        self._record(BOUND, pod, uid, node, allocated(cpuset, gpus), cpuset=cpuset, gpus=gpus)
+    def bound(
+        self,
+        pod: str,
+        uid: str,
+        node: str,
+        *,
+        cpuset: str = "",
+        gpus: str = "",
+        reservation: str = "",
+    ) -> None:
+        """``reservation``: the Reservation the pod went into, or (a reserve pod) was placed."""
+        what = allocated(cpuset, gpus, reservation)
+        self._record(BOUND, pod, uid, node, what, cpuset=cpuset, gpus=gpus, reservation=reservation)
 
     def failed(self, pod: str, uid: str, node: str, error: str) -> None:
         self._record(FAILED, pod, uid, node, error)

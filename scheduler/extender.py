@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from koordapi import keys
 from koordapi.cpuset import format_cpuset
 from koordapi.errors import ModelError
-from scheduler import cpubind, cputopology, deviceshare, loadaware
+from scheduler import cpubind, cputopology, deviceshare, loadaware, reservation
 
 REASON_NODE_NOT_FOUND = "node not found"
 _EMPTY: Mapping[str, Any] = {}
@@ -319,7 +319,8 @@ def filter(  # the verb's name; shadows the builtin inside this module only
             for load, reason in zip(loads, reasons, strict=True)
         ]
     failed = {name: reason for name, reason in zip(names, reasons, strict=True) if reason}
-    if bind is None and facts.gpu is None:  # the common case, in one pass
+    held = reservation.held_nodes(view)
+    if bind is None and facts.gpu is None and not held:  # the common case, in one pass
         if sent is None:
             passed_names = [name for name, r in zip(names, reasons, strict=True) if r is None]
             return _filter_result(None, passed_names, failed, {})
@@ -352,6 +353,10 @@ def filter(  # the verb's name; shadows the builtin inside this module only
         )
         for name, (reason, final) in refused.items():
             (unresolvable if final else failed)[name] = reason
+    if held:
+        passed = reservation.filter_held(
+            pod, passed, names, sent, view, failed=failed, unresolvable=unresolvable
+        )
     if sent is None:
         return _filter_result(None, [names[i] for i in passed], failed, unresolvable)
     items = [sent[i] for i in passed]
@@ -465,7 +470,25 @@ def bind_decision(
     recording the one used) for an LSE/LSR prod pod with whole CPUs, and the device-allocated
     GPUs for a pod asking for GPUs on a node with a Device; an empty plan for any other pod.
     CPUs and GPUs are chosen from the node's state now, not at filter time: the pod's own
-    earlier pinning or allocation, if the view already holds one, counts as free."""
+    earlier pinning or allocation, if the view already holds one, counts as free. An owner
+    going into a Reservation on the node also gets the reservation-allocated annotation."""
+    held, error = reservation.bind_annotations(pod, node_name, view)
+    if error:
+        return BindPlan(error=error)
+    plan = _bind_devices(pod, node_name, view, config=config, cache=cache)
+    if not held or plan.error:
+        return plan
+    return BindPlan({**plan.annotations, **held}, plan.cpuset, gpus=plan.gpus)
+
+
+def _bind_devices(
+    pod: Mapping[str, Any],
+    node_name: str,
+    view: ClusterView,
+    *,
+    config: ExtenderConfig,
+    cache: DecisionCache | None,
+) -> BindPlan:
     try:
         request = cpubind.cpu_bind_request(pod, config.cpubind)
         gpu = deviceshare.gpu_request(pod)

@@ -2,8 +2,11 @@
 
 POST {prefix}/filter and {prefix}/prioritize answer from the informer view through the pure
 functions of scheduler.extender; POST {prefix}/bind writes the pod's resource-status
-annotation (for LSE/LSR pods pinned to CPUs) and device-allocated annotation (for pods given
-GPUs) in one update, and then creates the Binding. Replies are
+annotation (for LSE/LSR pods pinned to CPUs), device-allocated annotation (for pods given
+GPUs) and reservation-allocated annotation (for an owner going into a Reservation) in one
+update, and then creates the Binding. A reserve pod (koordapi.reservation.reservepod) is not
+bound: its Reservation is marked Available on the node kube-scheduler chose, held from then
+on, and the reserve pod deleted (kube-scheduler forgets an assumed pod that is deleted). Replies are
 PascalCase JSON with status 200; a request that cannot be answered gets the verb's error
 field (Error), never a 500 with a traceback. The verbs share one DecisionCache and run
 without awaiting in the event loop, so they never interleave; bind awaits its writes after
@@ -27,9 +30,20 @@ from typing import Any
 
 from aiohttp import web
 
+from koordapi.errors import ModelError
+from koordapi.quota.runtime import resource_list
+from koordapi.reservation.model import (
+    Reservation,
+    allocated_to,
+    available_status,
+    is_reserve_pod,
+    reserve_pod_reservation,
+)
 from koordkube.client import KubeApi, update_with_retry
 from koordkube.clientauth import ClientAuth, ClientAuthenticator
+from koordkube.errors import NotFound
 from koordkube.ratelimit import RateLimiter, rate_limit_middleware
+from koordkube.resources import Reservation as ReservationResource
 from koordkube.resources import object_key
 from koordkube.tlsreload import CertificateReloader
 from scheduler import extender
@@ -84,8 +98,10 @@ class Binder:
         cache: DecisionCache,
         *,
         audit: BindAudit | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.api, self.view, self.config, self.cache = api, view, config, cache
+        self.clock = clock
         # every bind logged and counted, bound or failed, and kept for /explain
         self.audit = audit if audit is not None else BindAudit()
 
@@ -116,6 +132,8 @@ class Binder:
                 return {"Error": f"pod {namespace}/{name}: {err}"}
         if uid and (pod.get("metadata") or {}).get("uid") not in (None, uid):
             return {"Error": f"pod {namespace}/{name} is not the one scheduled (uid {uid})"}
+        if is_reserve_pod(pod):
+            return await self._place(pod, node)
         plan = extender.bind_decision(pod, node, self.view, config=self.config, cache=self.cache)
         if plan.error:
             return {"Error": plan.error}
@@ -128,7 +146,50 @@ class Binder:
             self.view.forget(pod)
             return {"Error": f"binding {namespace}/{name} to {node}: {err}"}
         pod_uid = str((pod.get("metadata") or {}).get("uid") or uid or "")
-        self.audit.bound(object_key(pod), pod_uid, node, cpuset=plan.cpuset, gpus=plan.gpus)
+        into = allocated_to({"metadata": {"annotations": dict(plan.annotations)}})
+        self.audit.bound(
+            object_key(pod),
+            pod_uid,
+            node,
+            cpuset=plan.cpuset,
+            gpus=plan.gpus,
+            reservation=into[0] if into else "",
+        )
+        return {"Error": ""}
+
+    async def _place(self, pod: dict[str, Any], node: str) -> dict[str, str]:
+        """A reserve pod's bind: its Reservation Available on ``node`` (SetReservationAvailable,
+        conditional on the version read), held by the view at once, the reserve pod deleted."""
+        from lightkube.resources.core_v1 import Pod  # noqa: PLC0415
+
+        meta = pod.get("metadata") or {}
+        key, name = object_key(pod), reserve_pod_reservation(pod)
+        reservation = self.view.reservation(name)
+        owner = [o.get("uid") for o in meta.get("ownerReferences") or []]
+        if reservation is None or reservation.uid not in owner:
+            return {"Error": f"reserve pod {key}: its Reservation {name} is gone"}
+        if not reservation.pending:
+            return {"Error": f"reserve pod {key}: Reservation {name} is {reservation.phase}"}
+        try:
+            allocatable = resource_list(reservation.requests())
+        except ModelError as err:
+            return {"Error": f"Reservation {name}: {err}"}
+        patch = {
+            "metadata": {"resourceVersion": reservation.resource_version},
+            "status": available_status(node, allocatable, self.clock()),
+        }
+        try:
+            written = await self.api.patch(ReservationResource, name, patch, subresource="status")
+            self.view.place(Reservation.from_dict(written))
+        except Exception as err:  # a conflict included: kube-scheduler tries the pod again
+            return {"Error": f"placing Reservation {name} on {node}: {err}"}
+        try:
+            await self.api.delete(Pod, str(meta.get("name")), namespace=str(meta.get("namespace")))
+        except NotFound:
+            pass
+        except Exception as err:  # koord-manager deletes it later: the Reservation is placed
+            log.warning("reserve pod %s of Reservation %s: delete failed: %s", key, name, err)
+        self.audit.bound(key, str(meta.get("uid") or ""), node, reservation=name)
         return {"Error": ""}
 
     async def _annotate(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
@@ -174,7 +235,9 @@ class ExtenderServer:
         self.metrics = metrics if metrics is not None else SchedulerMetrics()
         self.config = config or ExtenderConfig()
         self.cache = DecisionCache()
-        self.binder = Binder(api, view, self.config, self.cache, audit=BindAudit(clock=clock))
+        self.binder = Binder(
+            api, view, self.config, self.cache, audit=BindAudit(clock=clock), clock=clock
+        )
         self.host, self.port = host, port
         self.prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
         # None: any client that reaches the port is served (the default)

@@ -1,5 +1,5 @@
-"""koord-scheduler's view of the cluster: Node, Pod, NodeMetric and Device informers, as a
-ClusterView (and DeviceView).
+"""koord-scheduler's view of the cluster: Node, Pod, NodeMetric, Device, ElasticQuota and
+Reservation informers, as a ClusterView (and DeviceView, QuotaView, ReservationView).
 
 The verbs (scheduler.extender) read only from here. Besides the caches it keeps the pods this
 extender bound whose Binding the pod informer has not shown yet ("assumed", with the
@@ -17,10 +17,12 @@ from typing import Any
 
 from lightkube.resources.core_v1 import Node, Pod
 
+from koordapi.errors import ModelError
+from koordapi.reservation.model import Reservation as ReservationModel
 from koordkube.client import KubeApi
 from koordkube.informer import Informer
 from koordkube.podindex import PodsByNode
-from koordkube.resources import Device, ElasticQuota, NodeMetric, object_key
+from koordkube.resources import Device, ElasticQuota, NodeMetric, Reservation, object_key
 from scheduler import loadaware
 from scheduler.extender import scheduled_at
 from scheduler.quota import QuotaAdmission
@@ -39,7 +41,14 @@ class InformerClusterView:
         self.node_metrics = Informer(api, NodeMetric)
         self.devices = Informer(api, Device)
         self.elastic_quotas = Informer(api, ElasticQuota)
+        self.reservations = Informer(api, Reservation)
         self.quota = QuotaAdmission()
+        # Reservations by name, as read; those this extender placed, until the informer shows
+        # them placed; and the nodes with an active one (every filter asks)
+        self._reservations: dict[str, ReservationModel] = {}
+        self._placed: dict[str, ReservationModel] = {}
+        self._held: dict[str, set[str]] = {}  # node -> names of its active reservations
+        self._unreadable: dict[str, str] = {}  # name -> resourceVersion logged as malformed
         self._by_node = PodsByNode()
         self._assumed: dict[str, tuple[Object, str, float]] = {}  # pod key → (pod, node, at)
         self._bound_at: dict[str, float] = {}  # pod key → when this extender bound it
@@ -51,17 +60,27 @@ class InformerClusterView:
         self.node_metrics.add_handler(lambda _e, metric: self._changed(object_key(metric)))
         self.devices.add_handler(lambda _e, device: self._changed(object_key(device)))
         self.pods.add_handler(self._on_pod)
+        self.reservations.add_handler(self._on_reservation)
 
     @property
     def informers(self) -> list[Informer]:
         """Every informer to run."""
-        return [self.nodes, self.pods, self.node_metrics, self.devices, self.elastic_quotas]
+        return [
+            self.nodes,
+            self.pods,
+            self.node_metrics,
+            self.devices,
+            self.elastic_quotas,
+            self.reservations,
+        ]
 
     def synced(self) -> bool:
-        """Ready once Nodes, Pods and NodeMetrics are listed. Devices and ElasticQuotas are not
-        waited for: a cluster without Koordinator's Device CRD or the ElasticQuota CRD (or RBAC
-        for them) still schedules; until the Device informer lists, GPU pods are judged as on
-        nodes without a Device, and until the ElasticQuota one does, no quota is checked."""
+        """Ready once Nodes, Pods and NodeMetrics are listed. Devices, ElasticQuotas and
+        Reservations are not waited for: a cluster without Koordinator's Device CRD, the
+        ElasticQuota CRD or the Reservation CRD (or RBAC for them) still schedules; until the
+        Device informer lists, GPU pods are judged as on nodes without a Device, until the
+        ElasticQuota one does, no quota is checked, and until the Reservation one does, no
+        room is held."""
         return all(i.synced.is_set() for i in (self.nodes, self.pods, self.node_metrics))
 
     # -- ChangeFeed -----------------------------------------------------------------------------
@@ -124,6 +143,62 @@ class InformerClusterView:
     def quota_reason(self, pod: Object) -> str | None:
         """Why the pod's ElasticQuota has no room for it now, else None (QuotaView)."""
         return self.quota.reason(pod)
+
+    # -- reservations (scheduler.reservation.ReservationView) ----------------------------------
+
+    def _on_reservation(self, event: str, obj: Object) -> None:
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        old = self.reservation(name)
+        if event == "DELETED":
+            self._reservations.pop(name, None)
+            self._placed.pop(name, None)
+        else:
+            try:
+                self._reservations[name] = ReservationModel.from_dict(obj)
+                self._unreadable.pop(name, None)
+            except ModelError as err:
+                version = str(meta.get("resourceVersion") or "")
+                if self._unreadable.get(name) != version:
+                    log.warning(
+                        "Reservation %s is not usable, holding nothing for it: %s", name, err
+                    )
+                    self._unreadable[name] = version
+                self._reservations.pop(name, None)
+            seen = self._reservations.get(name)
+            if seen is not None and (seen.node_name or seen.finished):
+                self._placed.pop(name, None)  # the informer has caught up
+        self._reindex(name, old)
+
+    def _reindex(self, name: str, old: ReservationModel | None) -> None:
+        new = self.reservation(name)
+        for r in (old, new):
+            if r is not None and r.node_name:
+                names = self._held.get(r.node_name, set())
+                names.discard(name)
+                if not names:
+                    self._held.pop(r.node_name, None)
+        if new is not None and new.active:
+            self._held.setdefault(new.node_name, set()).add(name)
+        for node in {r.node_name for r in (old, new) if r is not None and r.node_name}:
+            self._changed(node)
+
+    def reservation(self, name: str) -> ReservationModel | None:
+        return self._placed.get(name) or self._reservations.get(name)
+
+    def place(self, placed: ReservationModel) -> None:
+        """Hold ``placed`` (now Available on its node) from now on, until the informer shows
+        it so: kube-scheduler forgets the reserve pod as soon as it is deleted."""
+        old = self.reservation(placed.name)
+        self._placed[placed.name] = placed
+        self._reindex(placed.name, old)
+
+    def reservation_nodes(self) -> Collection[str]:
+        return self._held.keys()
+
+    def reservations_on(self, name: str) -> Sequence[ReservationModel]:
+        found = [self.reservation(n) for n in self._held.get(name, ())]
+        return [r for r in found if r is not None]
 
     # -- ClusterView ----------------------------------------------------------------------------
 

@@ -166,6 +166,15 @@ KINDS = (
         status=True,
         custom=True,
     ),
+    Kind(
+        SCHEDULING_GROUP,
+        "v1alpha1",
+        "Reservation",
+        "reservations",
+        False,
+        status=True,
+        custom=True,
+    ),
     # Koordinator's Device CRD has no status subresource (its spec is the whole report)
     Kind(SCHEDULING_GROUP, "v1alpha1", "Device", "devices", False, custom=True),
     # scheduler-plugins' kinds as Koordinator's CRDs define them: namespaced, no status

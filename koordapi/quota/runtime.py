@@ -606,6 +606,12 @@ def format_amount(name: str, amount: int) -> str:
     return _decimal_si(amount)
 
 
+def resource_list(amounts: Mapping[str, int]) -> dict[str, str]:
+    """A ResourceList as Kubernetes writes it: quantity strings, names sorted (Go marshals a
+    map sorted)."""
+    return {name: format_amount(name, amounts[name]) for name in sorted(amounts)}
+
+
 def format_resources(amounts: Mapping[str, int]) -> str:
     """Koordinator's printResourceList: ``name:amount`` sorted and joined by commas,
     ``<empty>`` for none."""

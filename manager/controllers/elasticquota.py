@@ -53,7 +53,12 @@ from koordapi.quota.model import (
     resources,
 )
 from koordapi.quota.revoke import ElasticQuotaArgs, QuotaRevoker, pods_to_revoke
-from koordapi.quota.runtime import QuotaInfo, QuotaTree, format_amount, format_resources
+from koordapi.quota.runtime import (
+    QuotaInfo,
+    QuotaTree,
+    format_resources,
+    resource_list,
+)
 from koordapi.quota.usage import QuotaBook
 from koordkube.client import KubeApi
 from koordkube.errors import NotFound
@@ -88,12 +93,6 @@ def summary(info: QuotaInfo) -> dict[str, Resources]:
         ANNOTATION_NON_PREEMPTIBLE_REQUEST: info.non_preemptible_request,
         ANNOTATION_NON_PREEMPTIBLE_USED: info.non_preemptible_used,
     }
-
-
-def resource_list(amounts: Mapping[str, int]) -> dict[str, str]:
-    """A ResourceList as Kubernetes writes it: quantity strings, names sorted (Go marshals a
-    map sorted)."""
-    return {name: format_amount(name, amounts[name]) for name in sorted(amounts)}
 
 
 def resource_list_json(amounts: Mapping[str, int]) -> str:

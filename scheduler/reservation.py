@@ -1,0 +1,119 @@
+"""Reservations in the extender's verbs: the room they hold, and owners going into them.
+
+kube-scheduler counts only real pods, so a placed Reservation (koordapi.reservation) is held
+here: on a node with active reservations, ``filter`` refuses a pod that only fits by taking
+their room (``koordapi.reservation.holding.check``), and lets an owner use the remainder of
+the reservation it goes into. An owner is kept to the nodes where a reservation of its takes
+it whenever one is among the candidates: Koordinator scores such a node with the Reservation
+plugin at weight 5000 (its chart's scheduler profile), which no other score can outweigh, and
+a single extender's score cannot carry that weight. ``bind`` writes the reservation-allocated
+annotation on an owner, naming the reservation it went into; koord-manager counts it in the
+Reservation's status from there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Protocol
+
+from koordapi.gang.fit import node_rooms
+from koordapi.reservation import holding
+from koordapi.reservation.model import (
+    ANNOTATION_RESERVATION_ALLOCATED,
+    Reservation,
+    allocated_annotation,
+    is_reserve_pod,
+)
+
+# an owner's candidate without its reservation, while a node with it passes (ours: in
+# Koordinator the score decides, see the module doc)
+REASON_RESERVED_ELSEWHERE = "node(s) didn't have the pod's reservation, which another node has"
+
+Object = Mapping[str, Any]
+
+
+class ReservationView(Protocol):
+    """What a ClusterView offers when it keeps the Reservations (scheduler.state). A view
+    without ``reservations_on`` is a cluster without reservations: nothing is held."""
+
+    def reservation_nodes(self) -> Collection[str]:
+        """The names of the nodes with a placed, active Reservation (cheap: every filter asks)."""
+
+    def reservations_on(self, name: str) -> Sequence[Reservation]:
+        """The Reservations placed on the node (active or not)."""
+
+
+def held_nodes(view: object) -> Collection[str]:
+    nodes = getattr(view, "reservation_nodes", None)
+    return () if nodes is None else nodes()
+
+
+def node_verdict(pod: Object, name: str, node: Object | None, view: Any) -> holding.Verdict | None:
+    """The pod on one node with reservations; None when none is active there (or the view
+    does not know the node: the other checks say so)."""
+    if node is None:
+        return None
+    pods = view.pods_on(name)
+    holds = holding.holds_on_node(view.reservations_on(name), pods)
+    if not holds:
+        return None
+    room = node_rooms([node], pods).get(name)
+    if room is None:  # a malformed allocatable: NodeResourcesFit refuses it already
+        return None
+    return holding.check(pod, room.free, holds)
+
+
+def filter_held(
+    pod: Object,
+    passed: list[int],
+    names: Sequence[str],
+    sent: Sequence[Object] | None,
+    view: Any,
+    *,
+    failed: dict[str, str],
+    unresolvable: dict[str, str],
+) -> list[int]:
+    """The candidates among ``passed`` (indices into ``names``) that the reservations leave to
+    the pod; the others get their reason in ``failed`` (or ``unresolvable``)."""
+    nodes = held_nodes(view)
+    if not nodes:
+        return passed
+    verdicts: dict[int, holding.Verdict] = {}
+    for i in passed:
+        if names[i] in nodes:
+            node = view.node(names[i]) if sent is None else sent[i]
+            verdict = node_verdict(pod, names[i], node, view)
+            if verdict is not None:
+                verdicts[i] = verdict
+    if not verdicts:
+        return passed
+    kept = []
+    for i in passed:
+        verdict = verdicts.get(i)
+        if verdict is not None and verdict.reason:
+            (unresolvable if verdict.final else failed)[names[i]] = verdict.reason
+        else:
+            kept.append(i)
+    into = [i for i in kept if i in verdicts and verdicts[i].into is not None]
+    if into and len(into) < len(kept):
+        for i in kept:
+            if i not in into:
+                failed[names[i]] = REASON_RESERVED_ELSEWHERE
+        return into
+    return kept
+
+
+def bind_annotations(pod: Object, node_name: str, view: Any) -> tuple[dict[str, str], str]:
+    """(annotations, error) at bind: the reservation-allocated annotation for an owner going
+    into a reservation on ``node_name``, an error when the reservations there no longer leave
+    the pod room (kube-scheduler then tries it again)."""
+    if is_reserve_pod(pod) or node_name not in held_nodes(view):
+        return {}, ""
+    verdict = node_verdict(pod, node_name, view.node(node_name), view)
+    if verdict is None:
+        return {}, ""
+    if verdict.reason:
+        return {}, f"node {node_name}: {verdict.reason}"
+    if verdict.into is None:
+        return {}, ""
+    return {ANNOTATION_RESERVATION_ALLOCATED: allocated_annotation(verdict.into.reservation)}, ""
