@@ -42,6 +42,7 @@ from manager.controllers.gang import GangController
 from manager.controllers.noderesource import NAME as NODE_RESOURCE
 from manager.controllers.noderesource import NodeResourceController
 from manager.controllers.nodeslo import NodeMetricController, NodeSLOController
+from manager.controllers.reservation import ReservationController
 from manager.controllers.state import ClusterState
 from manager.metrics import ManagerMetrics
 from manager.unsupported import SLOConfigAudit
@@ -312,6 +313,15 @@ class Manager:
             nudge=lambda: self.queues[GangController.NAME].add(GANG_KEY),
             clock=clock,
         )
+        # Reservations: reserve pods for kube-scheduler to place, owners, expiry; one key each
+        self.reservation = ReservationController(
+            api,
+            self.state,
+            self.metrics,
+            # the queue is made below, from the reconcilers
+            enqueue=lambda key: self.queues[ReservationController.NAME].add(key),  # noqa: PLW0108
+            clock=clock,
+        )
         self.reconcilers: dict[str, Callable[[str], Awaitable[float | None]]] = {
             NODE_RESOURCE: self.node_resource.reconcile,
             NodeSLOController.NAME: self.node_slo.reconcile,
@@ -319,6 +329,7 @@ class Manager:
             DeviceResourceController.NAME: self.device_resource.reconcile,
             ElasticQuotaStatusController.NAME: self.elastic_quota.reconcile,
             GangController.NAME: self.gang.reconcile,
+            ReservationController.NAME: self.reservation.reconcile,
         }
         self.queues = {name: WorkQueue() for name in self.reconcilers}
         self._wire()

@@ -24,6 +24,7 @@ from koordkube.resources import (
     NodeMetric,
     NodeSLO,
     PodGroup,
+    Reservation,
 )
 from manager.colocation import ColocationConfig, parse_colocation_config
 from manager.errors import ConfigError
@@ -73,6 +74,9 @@ class ClusterState:
         # PodGroups (the gang controller's gangs and their status), optional as well: without
         # the CRD, gangs named by annotations still work; a PodGroup-labelled pod waits.
         self.pod_groups = Informer(api, PodGroup, resync_period=resync)
+        # Reservations (their reserve pods and status), optional as well: without the CRD
+        # nothing is reserved and everything else runs.
+        self.reservations = Informer(api, Reservation, resync_period=resync)
         self._by_node = PodsByNode()
         self.pods.add_handler(self._index_pod)
         self._colocation: tuple[str | None, ColocationConfig | None] = (None, None)
@@ -95,7 +99,7 @@ class ClusterState:
     def optional_informers(self) -> list[Informer]:
         """Run beside ``informers`` but never waited for (readiness, the first reconcile):
         their kind's CRD may be missing, and the informer then keeps retrying, logging why."""
-        return [self.devices, self.elastic_quotas, self.pod_groups]
+        return [self.devices, self.elastic_quotas, self.pod_groups, self.reservations]
 
     # -- pods by node -------------------------------------------------------------------------
 

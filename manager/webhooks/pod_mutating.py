@@ -21,6 +21,7 @@ from typing import Any
 from koordapi import keys, qos
 from koordapi.gang.gate import add_gate
 from koordapi.quantity import milli_value
+from koordapi.reservation.model import is_reserve_pod
 from manager.errors import ConfigError
 from manager.webhooks import pods
 from manager.webhooks.admission import (
@@ -75,7 +76,8 @@ def mutate_pod(
         if outcome.matched and not outcome.skip_resources:
             convert_resources(pod)
         set_extended_resource_spec(pod)
-        add_gate(pod)  # a gang member waits for its gang (manager.controllers.gang)
+        if not is_reserve_pod(pod):  # a reserve pod is placed alone, for its Reservation
+            add_gate(pod)  # a gang member waits for its gang (manager.controllers.gang)
     except ObjectError as err:
         return denied(f"malformed pod: {err}", 400)
     except ConfigError as err:
