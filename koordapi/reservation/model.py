@@ -287,8 +287,9 @@ class Reservation:
 
     def expiry(self) -> float | None:
         """When it expires (epoch seconds), None if never: ``expires`` first, else
-        creation + ttl; a ttl of 0 disables expiry (isReservationNeedExpiration)."""
-        if self.ttl == 0 and self.expires is None:
+        creation + ttl; a ttl of 0 disables expiry, ``expires`` included, as
+        isReservationNeedExpiration returns false for it before looking at ``expires``."""
+        if self.ttl == 0:
             return None
         if self.expires is not None:
             return self.expires
