@@ -70,7 +70,6 @@ KOORDINATOR_KEYS = {
         "elasticquotaprofiles",
         "noderesourcetopologies",
         "recommendations",
-        "reservations",
         "clusternetworktopologies",
         "scheduleexplanations",
     ],

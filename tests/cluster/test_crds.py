@@ -18,8 +18,13 @@ from tests.unit.charts import helm
 CRD_DIR = helm.CHART / "templates" / "crd"
 CRDS = sorted(CRD_DIR.glob("*.yaml"))
 # The kinds whose status a component writes, through /status (koordlet the NodeMetric's, the
-# migration controller the PodMigrationJob's). Koordinator's Device has no status subresource.
-STATUS_WRITTEN = {"nodemetrics.slo.koordinator.sh", "podmigrationjobs.scheduling.koordinator.sh"}
+# migration controller the PodMigrationJob's, koord-scheduler's extender and koord-manager the
+# Reservation's). Koordinator's Device has no status subresource.
+STATUS_WRITTEN = {
+    "nodemetrics.slo.koordinator.sh",
+    "podmigrationjobs.scheduling.koordinator.sh",
+    "reservations.scheduling.koordinator.sh",
+}
 
 
 def conditions(crd: dict[str, Any]) -> dict[str, str]:

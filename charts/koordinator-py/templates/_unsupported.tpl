@@ -37,9 +37,9 @@ Strings only (no `fail` here): one render collects every line.
 {{- if hasKey $installation "roleListGroups" }}
 {{- $ignored = append $ignored "installation.roleListGroups: read by no template of Koordinator v1.8's chart either (its 0.x charts granted list on those API groups); the ClusterRoles here grant what each component uses" }}
 {{- end }}
-{{- /* Koordinator's CRDs this chart does not ship; crds.managed and the chart's own seven are honoured. */ -}}
+{{- /* Koordinator's CRDs this chart does not ship; crds.managed and the chart's own eight are honoured. */ -}}
 {{- $crds := list -}}
-{{- range $key := list "clusternetworktopologies" "elasticquotaprofiles" "noderesourcetopologies" "recommendations" "reservations" "scheduleexplanations" }}
+{{- range $key := list "clusternetworktopologies" "elasticquotaprofiles" "noderesourcetopologies" "recommendations" "scheduleexplanations" }}
 {{- if and $v.crds.managed (eq (toString (get $v.crds $key)) "true") }}
 {{- $crds = append $crds (printf "crds.%s" $key) }}
 {{- end }}

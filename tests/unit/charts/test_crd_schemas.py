@@ -63,8 +63,10 @@ MIGRATION_JOB = "scheduling.koordinator.sh_podmigrationjobs.yaml"
 DEVICES = "scheduling.koordinator.sh_devices.yaml"
 ELASTIC_QUOTAS = "scheduling.sigs.k8s.io_elasticquotas.yaml"
 POD_GROUPS = "scheduling.sigs.k8s.io_podgroups.yaml"
+RESERVATIONS = "scheduling.koordinator.sh_reservations.yaml"
 SLO_API = "slo.koordinator.sh/v1alpha1"
 SIGS_API = "scheduling.sigs.k8s.io/v1alpha1"
+SCHEDULING_API = "scheduling.koordinator.sh/v1alpha1"
 
 SchemaPath = tuple[str, ...]
 
@@ -579,16 +581,65 @@ DOCUMENTED_POD_GROUP = """
       scheduleStartTime: "2026-06-01T08:30:00Z"
 """
 
+# Koordinator's sample (config/samples/scheduling_v1alpha1_reservation.yaml), other names and
+# numbers, its template's stray top-level namespace kept (the template is schemaless), with an
+# owner of each kind and the spec's other fields set away from their defaults.
+DOCUMENTED_RESERVATION = """
+    apiVersion: scheduling.koordinator.sh/v1alpha1
+    kind: Reservation
+    metadata:
+      name: reservation-web-7
+    spec:
+      template:
+        namespace: shop
+        spec:
+          containers:
+            - args: ['-c', '3']
+              command: [stress]
+              image: polinux/stress
+              imagePullPolicy: IfNotPresent
+              name: stress
+              resources:
+                limits: {cpu: '3', memory: 3Gi}
+                requests: {cpu: 1500m, memory: 1536Mi}
+          restartPolicy: Always
+          schedulerName: default-scheduler
+      owners:
+        - object:
+            name: web-7
+            namespace: shop
+        - controller:
+            apiVersion: apps/v1
+            kind: ReplicaSet
+            name: web-5d9c7
+            uid: 0c6f3a1e-7b2d-4e59-9a13-5f2b8c7d4e61
+            controller: true
+            namespace: shop
+        - labelSelector:
+            matchLabels: {app: web}
+            matchExpressions:
+              - {key: track, operator: In, values: [canary, stable]}
+      ttl: 90m
+      allocateOnce: false
+      allocatePolicy: Restricted
+      unschedulable: false
+      taints:
+        - {key: reserved-for, value: web, effect: NoSchedule}
+"""
+
 DOCUMENTED = {
     NODE_SLO: DOCUMENTED_NODE_SLO,
     NODE_METRIC: DOCUMENTED_NODE_METRIC,
     PROFILE: DOCUMENTED_PROFILE,
     ELASTIC_QUOTAS: DOCUMENTED_ELASTIC_QUOTA,
     POD_GROUPS: DOCUMENTED_POD_GROUP,
+    RESERVATIONS: DOCUMENTED_RESERVATION,
 }
 
 
-@pytest.mark.parametrize("file", [NODE_SLO, NODE_METRIC, PROFILE, ELASTIC_QUOTAS, POD_GROUPS])
+@pytest.mark.parametrize(
+    "file", [NODE_SLO, NODE_METRIC, PROFILE, ELASTIC_QUOTAS, POD_GROUPS, RESERVATIONS]
+)
 def test_koordinators_documented_form_validates(file: str) -> None:
     assert errors(file, from_yaml(DOCUMENTED[file])) == []
 
@@ -769,6 +820,53 @@ MISTAKES = [
         id="gang-phase-not-in-enum",
     ),
     pytest.param(Mistake(POD_GROUPS, ("status", "running"), "type", "3"), id="gang-string-count"),
+    pytest.param(
+        typo(RESERVATIONS, ("spec", "allocateOnce"), "allocateonce"), id="reservation-spec-case"
+    ),
+    pytest.param(
+        Mistake(RESERVATIONS, ("spec", "allocatePolicy"), "enum", "Strict"),
+        id="reservation-policy-not-in-enum",
+    ),
+    pytest.param(
+        # Koordinator's deprecated default: taken when the field is left out, refused when
+        # written (Koordinator's enum has no "").
+        Mistake(RESERVATIONS, ("spec", "allocatePolicy"), "enum", ""),
+        id="reservation-policy-empty-written",
+    ),
+    pytest.param(
+        Mistake(RESERVATIONS, ("spec", "owners"), "minItems", []), id="reservation-no-owners"
+    ),
+    pytest.param(
+        Mistake(RESERVATIONS, ("spec", "owners", 0), "minProperties", {}),
+        id="reservation-empty-owner",
+    ),
+    pytest.param(
+        Mistake(RESERVATIONS, ("spec", "owners", 1, "controller", "uid"), "required", REMOVE),
+        id="reservation-controller-without-uid",
+    ),
+    pytest.param(
+        typo(RESERVATIONS, ("spec", "owners", 0, "object"), "pod"),
+        id="reservation-unknown-owner-kind",
+    ),
+    pytest.param(
+        Mistake(RESERVATIONS, ("spec", "template"), "required", REMOVE),
+        id="reservation-without-template",
+    ),
+    pytest.param(
+        Mistake(RESERVATIONS, ("spec", "ttl"), "type", 5400), id="reservation-ttl-as-seconds"
+    ),
+    pytest.param(
+        Mistake(RESERVATIONS, ("spec", "allocateOnce"), "type", "false"),
+        id="reservation-string-for-boolean",
+    ),
+    pytest.param(
+        Mistake(RESERVATIONS, ("spec", "taints", 0, "effect"), "enum", "NoExecution"),
+        id="reservation-taint-effect-not-in-enum",
+    ),
+    pytest.param(
+        Mistake(RESERVATIONS, ("spec", "taints", 0, "key"), "required", REMOVE),
+        id="reservation-taint-without-key",
+    ),
 ]
 
 
@@ -808,6 +906,7 @@ EMPTY_OBJECTS: dict[str, set[SchemaPath]] = {
     DEVICES: {("metadata",)},
     ELASTIC_QUOTAS: {("metadata",)},
     POD_GROUPS: {("metadata",)},
+    RESERVATIONS: {("metadata",)},
 }
 # The schemaless parts, exactly where Koordinator has them (+kubebuilder:validation:Schemaless).
 PRESERVE_UNKNOWN: dict[str, set[SchemaPath]] = {
@@ -818,6 +917,7 @@ PRESERVE_UNKNOWN: dict[str, set[SchemaPath]] = {
     DEVICES: set(),
     ELASTIC_QUOTAS: set(),
     POD_GROUPS: set(),
+    RESERVATIONS: {("spec", "template")},
 }
 DEEPEST: dict[str, SchemaPath] = {
     NODE_SLO: (*QOS, "cgroupRoot", "blkioQOS", "blocks", "[]", "ioCfg", "modelWriteRandIOPS"),
@@ -830,6 +930,16 @@ DEEPEST: dict[str, SchemaPath] = {
     DEVICES: ("spec", "devices", "[]", "vfGroups", "[]", "vfs", "[]", "busID"),
     ELASTIC_QUOTAS: ("status", "used", "*"),
     POD_GROUPS: ("spec", "minResources", "*"),
+    RESERVATIONS: (
+        "spec",
+        "owners",
+        "[]",
+        "labelSelector",
+        "matchExpressions",
+        "[]",
+        "values",
+        "[]",
+    ),
 }
 KEYWORDS = {
     "type",
@@ -844,6 +954,8 @@ KEYWORDS = {
     "maximum",
     "minLength",
     "maxLength",
+    "minItems",
+    "minProperties",
     "pattern",
     "default",
     "anyOf",
@@ -919,6 +1031,10 @@ def node_problems(node: Mapping[str, Any], *, allowed_empty: bool) -> list[str]:
         found.append("bounds on a non-integer")
     if node.get("minimum", 0) > node.get("maximum", float("inf")):
         found.append("minimum above maximum")
+    if "minItems" in keys and kind != "array":
+        found.append("minItems on a non-array")
+    if "minProperties" in keys and kind != "object":
+        found.append("minProperties on a non-object")
     if {"pattern", "minLength", "maxLength"} & keys and kind != "string":
         found.append("string keywords on a non-string")
     if "enum" in node and (kind != "string" or not all(isinstance(v, str) for v in node["enum"])):
@@ -934,7 +1050,17 @@ def errors_of(node: Mapping[str, Any], value: Any) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "file", [NODE_SLO, NODE_METRIC, PROFILE, MIGRATION_JOB, DEVICES, ELASTIC_QUOTAS, POD_GROUPS]
+    "file",
+    [
+        NODE_SLO,
+        NODE_METRIC,
+        PROFILE,
+        MIGRATION_JOB,
+        DEVICES,
+        ELASTIC_QUOTAS,
+        POD_GROUPS,
+        RESERVATIONS,
+    ],
 )
 def test_every_level_of_the_schema_is_structural(file: str) -> None:
     schema = open_api_schema(file)
@@ -953,6 +1079,7 @@ def test_the_structural_check_finds_what_it_looks_for() -> None:
             "mixed": {"anyOf": INT_OR_STRING},
             "list": {"type": "array"},
             "bounds": {"type": "string", "minimum": 1},
+            "fewest": {"type": "string", "minItems": 1, "minProperties": 1},
             "kept": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
             "badDefault": {"type": "boolean", "default": "no"},
         },
@@ -964,6 +1091,8 @@ def test_the_structural_check_finds_what_it_looks_for() -> None:
         "mixed: no valid type: None",
         "list: items belongs to arrays, and every array needs it",
         "bounds: bounds on a non-integer",
+        "fewest: minItems on a non-array",
+        "fewest: minProperties on a non-object",
         "badDefault: default 'no' does not validate",
         "unknown fields kept at [('kept',)], not []",
     ]
@@ -999,7 +1128,10 @@ def test_helm_installs_the_schemas_as_read_here(default: helm.Release) -> None:
     installed = {crd["metadata"]["name"]: crd for crd in default.crds}
     files = sorted(f.name for f in CRDS.iterdir())
     assert files == sorted(
-        (NODE_SLO, NODE_METRIC, PROFILE, MIGRATION_JOB, DEVICES, ELASTIC_QUOTAS, POD_GROUPS)
+        (
+            *(NODE_SLO, NODE_METRIC, PROFILE, MIGRATION_JOB, DEVICES),
+            *(ELASTIC_QUOTAS, POD_GROUPS, RESERVATIONS),
+        )
     )
     assert any(": &" in (CRDS / file).read_text() for file in files)  # what this is about
     for file in files:
@@ -1116,3 +1248,192 @@ def test_crds_in_a_kubernetes_group_carry_its_api_approval() -> None:
             "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"
         )
     assert not protected("scheduling.koordinator.sh") and protected("scheduling.sigs.k8s.io")
+
+
+# -- Reservation: Koordinator's CRD ------------------------------------------------------------
+
+
+def reservation(**parts: Any) -> dict[str, Any]:
+    return {"apiVersion": SCHEDULING_API, "kind": "Reservation", "metadata": {"name": "r"}, **parts}
+
+
+# A Reservation as the extender leaves it once kube-scheduler placed its reserve pod on node-3
+# and an owner went into it (Koordinator's SetReservationAvailable: Scheduled and Ready True),
+# with the owner koord-manager counted (currentOwners, allocated).
+WRITTEN_STATUS: dict[str, Any] = {
+    "phase": "Available",
+    "nodeName": "node-3",
+    "allocatable": {"cpu": "1500m", "memory": "3Gi"},
+    "allocated": {"cpu": "750m", "memory": "1536Mi"},
+    "currentOwners": [
+        {"namespace": "shop", "name": "web-7", "uid": "5e1d2c3b-0a9f-4e8d-b7c6-1f2e3d4c5b6a"}
+    ],
+    "conditions": [
+        {
+            "type": "Scheduled",
+            "status": "True",
+            "reason": "Scheduled",
+            "lastProbeTime": "2026-12-06T21:40:05Z",
+            "lastTransitionTime": "2026-12-06T21:40:05Z",
+        },
+        {
+            "type": "Ready",
+            "status": "True",
+            "reason": "Available",
+            "lastProbeTime": "2026-12-06T21:40:05Z",
+            "lastTransitionTime": "2026-12-06T21:40:05Z",
+        },
+    ],
+}
+
+
+def test_a_reservation_status_as_the_extender_writes_it_validates() -> None:
+    documented = from_yaml(DOCUMENTED_RESERVATION)
+    assert errors(RESERVATIONS, {**documented, "status": WRITTEN_STATUS}) == []
+    expired = {
+        "phase": "Failed",
+        "conditions": [{**WRITTEN_STATUS["conditions"][1], "status": "False", "reason": "Expired"}],
+    }
+    assert errors(RESERVATIONS, {**documented, "status": expired}) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "keyword"),
+    [
+        (("phase",), "Running", "enum"),  # a PodGroup's phase, not a Reservation's
+        (("conditions", 0, "status"), "Yes", "enum"),
+        (("allocatable", "cpu"), "1.5 cores", "pattern"),
+        (("currentOwners", 0, "podName"), "web-7", "additionalProperties"),
+    ],
+    ids=["phase", "condition-status", "quantity", "owner-field"],
+)
+def test_a_wrong_reservation_status_is_refused_where_it_is(
+    path: tuple[str | int, ...], value: Any, keyword: str
+) -> None:
+    status = copy.deepcopy(WRITTEN_STATUS)
+    *parents, last = path
+    holder: Any = status
+    for key in parents:
+        holder = holder[key]
+    holder[last] = value
+    found = list(validator(RESERVATIONS).iter_errors(reservation(status=status)))
+    at = ("status", *path) if keyword != "additionalProperties" else ("status", *parents)
+    assert [(tuple(e.absolute_path), e.validator) for e in found] == [(at, keyword)]
+
+
+def test_every_phase_of_a_reservation_validates() -> None:
+    # Koordinator's ReservationPhase values.
+    for phase in ("Pending", "Available", "Succeeded", "Waiting", "Failed"):
+        assert errors(RESERVATIONS, reservation(status={"phase": phase})) == [], phase
+
+
+def test_a_reservation_with_only_its_required_fields_validates_and_gets_koordinators_defaults() -> (
+    None
+):
+    """Left out, allocatePolicy is Koordinator's deprecated "" (no default here, as there);
+    ttl, allocateOnce, the pre-allocation mode and status.phase take Koordinator's defaults."""
+    minimal = reservation(
+        spec={"template": {"spec": {"containers": []}}, "owners": [{"object": {"name": "a"}}]}
+    )
+    assert errors(RESERVATIONS, minimal) == []
+    props = open_api_schema(RESERVATIONS)["properties"]
+    spec = props["spec"]["properties"]
+    assert "default" not in spec["allocatePolicy"]
+    assert spec["ttl"]["default"] == "24h"
+    assert spec["allocateOnce"]["default"] is True
+    policy = spec["preAllocationPolicy"]["properties"]
+    assert (policy["mode"]["default"], policy["enableMultiple"]["default"]) == ("Default", False)
+    assert props["status"]["properties"]["phase"]["default"] == "Pending"
+    assert props["spec"]["required"] == ["template", "owners"]
+
+
+def test_the_reservation_crd_is_koordinators() -> None:
+    spec = rendered_crds()[crd_name(RESERVATIONS)]["spec"]
+    assert (spec["group"], spec["scope"]) == ("scheduling.koordinator.sh", "Cluster")
+    assert spec["names"] == {
+        "kind": "Reservation",
+        "listKind": "ReservationList",
+        "plural": "reservations",
+        "singular": "reservation",
+    }
+    (version,) = spec["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    # The extender and koord-manager write the status through /status, as Koordinator's do.
+    assert version["subresources"] == {"status": {}}
+    columns = [(c["name"], c["type"], c["jsonPath"]) for c in version["additionalPrinterColumns"]]
+    assert columns == [
+        ("Phase", "string", ".status.phase"),
+        ("Age", "date", ".metadata.creationTimestamp"),
+        ("Node", "string", ".status.nodeName"),
+        ("TTL", "string", ".spec.ttl"),
+        ("Expires", "string", ".spec.expires"),
+    ]
+
+
+STRING = ("string", None)
+BOOLEAN = ("boolean", None)
+DATE_TIME = ("string", "date-time")
+OBJECT_REFERENCE = (
+    "apiVersion",
+    "fieldPath",
+    "kind",
+    "name",
+    "namespace",
+    "resourceVersion",
+    "uid",
+)
+OWNERS = ("spec", "owners", "[]")
+SELECTOR = (*OWNERS, "labelSelector")
+# Every field of Koordinator v1.8.0's ReservationSpec and ReservationStatus
+# (apis/scheduling/v1alpha1/reservation_types.go), each with its OpenAPI type and format, or
+# int-or-string and pattern; the template is schemaless there and here.
+RESERVATION_FIELDS: dict[SchemaPath, tuple[str, str | None]] = {
+    ("spec", "template"): ("object", None),
+    **{(*OWNERS, "object", f): STRING for f in OBJECT_REFERENCE},
+    **{(*OWNERS, "controller", f): STRING for f in ("apiVersion", "kind", "name", "uid")},
+    (*OWNERS, "controller", "controller"): BOOLEAN,
+    (*OWNERS, "controller", "blockOwnerDeletion"): BOOLEAN,
+    (*OWNERS, "controller", "namespace"): STRING,
+    (*SELECTOR, "matchLabels", "*"): STRING,
+    (*SELECTOR, "matchExpressions"): ("array", None),
+    (*SELECTOR, "matchExpressions", "[]", "key"): STRING,
+    (*SELECTOR, "matchExpressions", "[]", "operator"): STRING,
+    (*SELECTOR, "matchExpressions", "[]", "values"): ("array", None),
+    (*SELECTOR, "matchExpressions", "[]", "values", "[]"): STRING,
+    ("spec", "owners"): ("array", None),
+    ("spec", "ttl"): STRING,
+    ("spec", "expires"): DATE_TIME,
+    ("spec", "preAllocation"): BOOLEAN,
+    ("spec", "allocateOnce"): BOOLEAN,
+    ("spec", "allocatePolicy"): STRING,
+    ("spec", "unschedulable"): BOOLEAN,
+    ("spec", "taints"): ("array", None),
+    ("spec", "taints", "[]", "key"): STRING,
+    ("spec", "taints", "[]", "value"): STRING,
+    ("spec", "taints", "[]", "effect"): STRING,
+    ("spec", "taints", "[]", "timeAdded"): DATE_TIME,
+    ("spec", "preAllocationPolicy", "mode"): STRING,
+    ("spec", "preAllocationPolicy", "enableMultiple"): BOOLEAN,
+    ("status", "phase"): STRING,
+    ("status", "conditions"): ("array", None),
+    **{("status", "conditions", "[]", f): STRING for f in ("type", "status", "reason", "message")},
+    ("status", "conditions", "[]", "lastProbeTime"): DATE_TIME,
+    ("status", "conditions", "[]", "lastTransitionTime"): DATE_TIME,
+    ("status", "currentOwners"): ("array", None),
+    **{("status", "currentOwners", "[]", f): STRING for f in OBJECT_REFERENCE},
+    ("status", "nodeName"): STRING,
+    ("status", "allocatable", "*"): QUANTITY,
+    ("status", "allocated", "*"): QUANTITY,
+}
+
+
+def test_every_field_of_koordinators_reservation_is_declared_as_there() -> None:
+    schema = open_api_schema(RESERVATIONS)
+    found: dict[SchemaPath, tuple[str, str | None]] = {}
+    for part in ("spec", "status"):
+        for path, node in walk(schema["properties"][part], (part,)):
+            if node.get("x-kubernetes-int-or-string"):
+                found[path] = ("int-or-string", node.get("pattern"))
+            elif node.get("type") != "object" or node.get("x-kubernetes-preserve-unknown-fields"):
+                found[path] = (node["type"], node.get("format"))
+    assert found == RESERVATION_FIELDS

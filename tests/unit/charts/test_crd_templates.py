@@ -27,6 +27,7 @@ CRDS = {
     "devices.scheduling.koordinator.sh",
     "elasticquotas.scheduling.sigs.k8s.io",
     "podgroups.scheduling.sigs.k8s.io",
+    "reservations.scheduling.koordinator.sh",
 }
 KEEP = "helm.sh/resource-policy: keep"
 # The manager's webhook certificate is new on every upgrade, which the fake cluster cannot
@@ -72,6 +73,7 @@ def releases(
         "one-off": helm.Render(helm.CHART, {"crds": {"nodemetrics": False}}),
         "no-quotas": helm.Render(helm.CHART, {"crds": {"elasticquotas": False}}),
         "no-gangs": helm.Render(helm.CHART, {"crds": {"podgroups": False}}),
+        "no-reservations": helm.Render(helm.CHART, {"crds": {"reservations": False}}),
         "over-unowned": helm.Render(helm.CHART, existing=unowned),
         "over-unowned-unmanaged": helm.Render(
             helm.CHART, {"crds": {"managed": False}}, existing=unowned
@@ -146,12 +148,15 @@ def test_koordinators_crds_keys_choose_the_crds(releases: dict[str, helm.Release
     assert "helm uninstall keeps them" in one_off.notes
 
 
-def test_the_quota_and_gang_crds_each_follow_their_key(releases: dict[str, helm.Release]) -> None:
-    """crds.elasticquotas and crds.podgroups (Koordinator's keys) each leave out their CRD
-    alone."""
+def test_the_quota_gang_and_reservation_crds_each_follow_their_key(
+    releases: dict[str, helm.Release],
+) -> None:
+    """crds.elasticquotas, crds.podgroups and crds.reservations (Koordinator's keys) each leave
+    out their CRD alone."""
     for run, name in (
         ("no-quotas", "elasticquotas.scheduling.sigs.k8s.io"),
         ("no-gangs", "podgroups.scheduling.sigs.k8s.io"),
+        ("no-reservations", "reservations.scheduling.koordinator.sh"),
     ):
         release = releases[run]
         assert not release.error, release.error

@@ -54,7 +54,13 @@ TOLERATIONS = [{"key": "node.example.org/ctl", "operator": "Exists", "effect": "
 
 # Koordinator's keys with values other than its defaults, over its file.
 UNUSUAL: Mapping[str, Any] = {
-    "crds": {"nodemetrics": False, "devices": False, "reservations": False, "podgroups": False},
+    "crds": {
+        "nodemetrics": False,
+        "devices": False,
+        "reservations": False,
+        "podgroups": False,
+        "recommendations": False,
+    },
     "installation": {"namespace": "koord-colo-ns", "roleListGroups": ["apps"]},
     "featureGates": "PodValidatingWebhook=true,ColocationProfileSkipMutatingResources=true",
     "imageRepositoryHost": "mirror.example.org:5443/",
@@ -321,14 +327,16 @@ def test_crds(releases: dict[str, helm.Release]) -> None:
         "podmigrationjobs",
         "elasticquotas",
         "podgroups",
+        "reservations",
     }
     assert crds(releases["koordinator"]) == ours
-    assert crds(releases["unusual"]) == ours - {"nodemetrics", "devices", "podgroups"}
+    off = {"nodemetrics", "devices", "podgroups", "reservations"}
+    assert crds(releases["unusual"]) == ours - off
     others = sorted(set(KOORDINATOR_VALUES["crds"]) - ours - {"managed"})
     line = named(releases["koordinator"], f"crds.{others[0]}")
     assert line.startswith(", ".join(f"crds.{k}" for k in others) + ": this chart has no such CRD")
     # the ones switched off are not named
-    on = [k for k in others if k != "reservations"]
+    on = [k for k in others if k != "recommendations"]
     line = named(releases["unusual"], f"crds.{on[0]}")
     assert line.startswith(", ".join(f"crds.{k}" for k in on) + ": ")
 

@@ -207,6 +207,7 @@ def test_koordinators_values_install_what_koordinators_chart_would(
         "devices.scheduling.koordinator.sh",
         "elasticquotas.scheduling.sigs.k8s.io",
         "podgroups.scheduling.sigs.k8s.io",
+        "reservations.scheduling.koordinator.sh",
     }
     (container,) = release.find("DaemonSet", "koordlet")["spec"]["template"]["spec"]["containers"]
     # the repository given, behind imageRepositoryHost, as Koordinator's chart renders it

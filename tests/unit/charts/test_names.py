@@ -60,6 +60,7 @@ KOORDINATOR_NAMES = {
     ("CustomResourceDefinition", "devices.scheduling.koordinator.sh"),
     ("CustomResourceDefinition", "elasticquotas.scheduling.sigs.k8s.io"),
     ("CustomResourceDefinition", "podgroups.scheduling.sigs.k8s.io"),
+    ("CustomResourceDefinition", "reservations.scheduling.koordinator.sh"),
     ("Deployment", "koord-descheduler"),
     ("ServiceAccount", "koord-descheduler"),
     ("ClusterRole", "koord-descheduler-role"),

@@ -25,7 +25,13 @@ spec.loader.exec_module(chart_schema)
 KOORDINATOR_STYLE = {
     # Its CRD switches: the chart's own CRDs follow theirs, those of CRDs the chart does not
     # have change nothing.
-    "crds": {"managed": True, "nodemetrics": False, "devices": True, "reservations": False},
+    "crds": {
+        "managed": True,
+        "nodemetrics": False,
+        "devices": True,
+        "reservations": False,
+        "recommendations": False,
+    },
     "imagePullSecrets": {},  # Koordinator's default: an empty map, not a list
     "imageRepositoryHost": "registry.example.com",
     "featureGates": "PodMutatingWebhook=true",
