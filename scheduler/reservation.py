@@ -34,13 +34,20 @@ Object = Mapping[str, Any]
 
 class ReservationView(Protocol):
     """What a ClusterView offers when it keeps the Reservations (scheduler.state). A view
-    without ``reservations_on`` is a cluster without reservations: nothing is held."""
+    without ``reservations_on`` is a cluster without reservations: nothing is held. A view may
+    also offer ``note_refused(pod_key, node)``: told of each pod refused on a node for its
+    reservations' room (so that it can have the pod tried again once the room is free)."""
 
     def reservation_nodes(self) -> Collection[str]:
         """The names of the nodes with a placed, active Reservation (cheap: every filter asks)."""
 
     def reservations_on(self, name: str) -> Sequence[Reservation]:
         """The Reservations placed on the node (active or not)."""
+
+
+def pod_key(pod: Object) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def held_nodes(view: object) -> Collection[str]:
@@ -88,10 +95,13 @@ def filter_held(
     if not verdicts:
         return passed
     kept = []
+    note = getattr(view, "note_refused", None)
     for i in passed:
         verdict = verdicts.get(i)
         if verdict is not None and verdict.reason:
             (unresolvable if verdict.final else failed)[names[i]] = verdict.reason
+            if note is not None and not verdict.final:
+                note(pod_key(pod), names[i])
         else:
             kept.append(i)
     into = [i for i in kept if i in verdicts and verdicts[i].into is not None]

@@ -20,12 +20,13 @@ rate or the server's gets 429 with Retry-After.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -50,6 +51,7 @@ from scheduler import extender
 from scheduler.audit import BindAudit
 from scheduler.extender import DecisionCache, ExtenderArgsError, ExtenderConfig, ci_get
 from scheduler.metrics import SchedulerMetrics
+from scheduler.requeue import Requeuer
 from scheduler.state import InformerClusterView
 
 log = logging.getLogger(__name__)
@@ -157,7 +159,7 @@ class Binder:
         )
         return {"Error": ""}
 
-    async def _place(self, pod: dict[str, Any], node: str) -> dict[str, str]:
+    async def _place(self, pod: Mapping[str, Any], node: str) -> dict[str, str]:
         """A reserve pod's bind: its Reservation Available on ``node`` (SetReservationAvailable,
         conditional on the version read), held by the view at once, the reserve pod deleted."""
         from lightkube.resources.core_v1 import Pod  # noqa: PLC0415
@@ -261,6 +263,8 @@ class ExtenderServer:
         self.rate_limiter = rate_limiter if rate_limiter and rate_limiter.enabled else None
         self._runner: web.AppRunner | None = None
         self.requests: dict[str, int] = {"filter": 0, "prioritize": 0, "bind": 0}
+        self.requeuer = Requeuer(api, view, clock=clock)
+        self._requeue_task: asyncio.Task[None] | None = None
 
     def application(self) -> web.Application:
         middlewares = []
@@ -325,9 +329,14 @@ class ExtenderServer:
         await site.start()
         if self._runner.addresses:
             self.port = int(self._runner.addresses[0][1])  # the bound one, when 0 was asked
+        self._requeue_task = asyncio.create_task(self.requeuer.run())
         log.info("extender on %s:%d%s", self.host, self.port, self.prefix)
 
     async def stop(self) -> None:
+        if self._requeue_task is not None:
+            self._requeue_task.cancel()
+            await asyncio.gather(self._requeue_task, return_exceptions=True)
+            self._requeue_task = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -10,6 +10,7 @@ concerns (the ChangeFeed), so the verbs re-check only those nodes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -49,6 +50,11 @@ class InformerClusterView:
         self._placed: dict[str, ReservationModel] = {}
         self._held: dict[str, set[str]] = {}  # node -> names of its active reservations
         self._unreadable: dict[str, str] = {}  # name -> resourceVersion logged as malformed
+        # pods refused on a node for its reservations' room: asked to be tried again
+        # (``requeue``) when a reservation there stops holding (expired, deleted, gone)
+        self._refused: dict[str, set[str]] = {}
+        self.requeue: set[str] = set()
+        self.requeue_wanted = asyncio.Event()
         self._by_node = PodsByNode()
         self._assumed: dict[str, tuple[Object, str, float]] = {}  # pod key → (pod, node, at)
         self._bound_at: dict[str, float] = {}  # pod key → when this extender bound it
@@ -108,6 +114,9 @@ class InformerClusterView:
         if event == "DELETED":
             self._bound_at.pop(key, None)
             self._assumed.pop(key, None)
+        if self._refused and (event == "DELETED" or node is not None):
+            for refused in self._refused.values():
+                refused.discard(key)
         if node is not None and self._assumed.pop(key, None) is not None:
             log.debug("pod %s: its binding to %s is visible", key, node)
         # an assumed pod whose Binding is not visible yet still counts as assigned
@@ -180,8 +189,22 @@ class InformerClusterView:
                     self._held.pop(r.node_name, None)
         if new is not None and new.active:
             self._held.setdefault(new.node_name, set()).add(name)
+        if old is not None and old.active and (new is None or not new.active):
+            self._release(old.node_name)
         for node in {r.node_name for r in (old, new) if r is not None and r.node_name}:
             self._changed(node)
+
+    def note_refused(self, pod_key: str, node: str) -> None:
+        """``pod_key`` was refused on ``node`` for the room its reservations hold."""
+        self._refused.setdefault(node, set()).add(pod_key)
+
+    def _release(self, node: str) -> None:
+        """A reservation on ``node`` stopped holding: the pods refused there are to be tried
+        again. kube-scheduler has no event for it (a Reservation is not its kind)."""
+        refused = self._refused.pop(node, set())
+        if refused:
+            self.requeue |= refused
+            self.requeue_wanted.set()
 
     def reservation(self, name: str) -> ReservationModel | None:
         return self._placed.get(name) or self._reservations.get(name)
