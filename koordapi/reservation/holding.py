@@ -144,6 +144,12 @@ def _short(request: Mapping[str, int], room: Mapping[str, int]) -> list[str]:
     return sorted(n for n, a in request.items() if n != PODS and a > 0 and a > room.get(n, 0))
 
 
+def _shares(request: Mapping[str, int], held: Held) -> bool:
+    return any(
+        n != PODS and a > 0 and n in held.reservation.allocatable for n, a in request.items()
+    )
+
+
 def _minus(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
     return {name: a.get(name, 0) - b.get(name, 0) for name in {*a, *b}}
 
@@ -202,9 +208,13 @@ def check(pod: Object, free: Mapping[str, int], holds: Sequence[Held]) -> Verdic
     usable = [] if is_reserve_pod(pod) else [h for h in holds if can_use(pod, h, affinity)]
     if affinity is not None and not usable:
         return Verdict(REASON_AFFINITY, final=True)
+    # Without affinity, a reservation holding none of what the pod asks for is not one to go
+    # into: filterWithReservations skips it (the resource-name intersection) and
+    # FilterNominateReservation refuses it, so the pod can only fit beside it.
+    candidates = usable if affinity is not None else [h for h in usable if _shares(request, h)]
     total = held_total(holds)
     fitting, by_node, by_reservation = [], set(), []
-    for h in usable:
+    for h in candidates:
         short = _short(request, _minus(free, held_total(holds, but=h.reservation.uid)))
         beyond: list[str] = []
         if h.reservation.allocate_policy == POLICY_RESTRICTED:
