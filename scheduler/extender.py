@@ -319,7 +319,8 @@ def filter(  # the verb's name; shadows the builtin inside this module only
             for load, reason in zip(loads, reasons, strict=True)
         ]
     failed = {name: reason for name, reason in zip(names, reasons, strict=True) if reason}
-    held = reservation.held_nodes(view)
+    # a pod with reservation affinity is refused where no reservation takes it, held or not
+    held = bool(reservation.held_nodes(view)) or reservation.requires_reservation(pod)
     if bind is None and facts.gpu is None and not held:  # the common case, in one pass
         if sent is None:
             passed_names = [name for name, r in zip(names, reasons, strict=True) if r is None]

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from koordapi.gang.fit import node_rooms
 from koordapi.reservation import holding
 from koordapi.reservation.model import (
+    ANNOTATION_RESERVATION_AFFINITY,
     ANNOTATION_RESERVATION_ALLOCATED,
     Reservation,
     allocated_annotation,
@@ -55,6 +56,18 @@ def held_nodes(view: object) -> Collection[str]:
     return () if nodes is None else nodes()
 
 
+# a pod with reservation affinity on a node without an active reservation
+_NO_RESERVATION = holding.Verdict(holding.REASON_AFFINITY, final=True)
+
+
+def requires_reservation(pod: Object) -> bool:
+    """Whether the pod may only go into a reservation: it has reservation affinity. Koordinator's
+    PreFilter then leaves it only the nodes with a reservation it matches, and refuses it
+    unresolvably when there is none (a reserve pod is placed by its own rules)."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return ANNOTATION_RESERVATION_AFFINITY in annotations and not is_reserve_pod(pod)
+
+
 def node_verdict(pod: Object, name: str, node: Object | None, view: Any) -> holding.Verdict | None:
     """The pod on one node with reservations; None when none is active there (or the view
     does not know the node: the other checks say so)."""
@@ -82,16 +95,19 @@ def filter_held(
 ) -> list[int]:
     """The candidates among ``passed`` (indices into ``names``) that the reservations leave to
     the pod; the others get their reason in ``failed`` (or ``unresolvable``)."""
-    nodes = held_nodes(view)
-    if not nodes:
+    nodes, required = held_nodes(view), requires_reservation(pod)
+    if not nodes and not required:
         return passed
     verdicts: dict[int, holding.Verdict] = {}
     for i in passed:
+        verdict = None
         if names[i] in nodes:
             node = view.node(names[i]) if sent is None else sent[i]
             verdict = node_verdict(pod, names[i], node, view)
-            if verdict is not None:
-                verdicts[i] = verdict
+        if verdict is None and required:  # no reservation here for it to go into
+            verdict = _NO_RESERVATION
+        if verdict is not None:
+            verdicts[i] = verdict
     if not verdicts:
         return passed
     kept = []
