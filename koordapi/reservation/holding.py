@@ -150,6 +150,17 @@ def _shares(request: Mapping[str, int], held: Held) -> bool:
     )
 
 
+def _beyond_reason(name: str, request: Mapping[str, int], held: Held, detailed: bool) -> str:
+    """fitsReservation's reason; with the amounts when the pod names the reservation
+    (isDetailed; cpu in milli-cores as MilliValue, the rest as Value, as here)."""
+    reason = f"{RESERVATION_REASON_PREFIX}Insufficient {name}"
+    if not detailed:
+        return reason
+    used = held.allocated.get(name, 0)
+    capacity = held.reservation.allocatable.get(name, 0)
+    return f"{reason}, requested: {request.get(name, 0)}, used: {used}, capacity: {capacity}"
+
+
 def _minus(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
     return {name: a.get(name, 0) - b.get(name, 0) for name in {*a, *b}}
 
@@ -223,7 +234,8 @@ def check(pod: Object, free: Mapping[str, int], holds: Sequence[Held]) -> Verdic
         if not short and not beyond:
             fitting.append(h)
         by_node.update(short)
-        by_reservation += [f"{RESERVATION_REASON_PREFIX}Insufficient {n}" for n in beyond]
+        named = affinity is not None and affinity.name == h.reservation.name
+        by_reservation += [_beyond_reason(n, request, h, named) for n in beyond]
     if fitting:
         return Verdict(into=nominate(request, fitting))
     if affinity is not None:  # the pod must use a reservation and none has room
