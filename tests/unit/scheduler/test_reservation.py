@@ -72,7 +72,7 @@ def reservation(
     return {
         "apiVersion": "scheduling.koordinator.sh/v1alpha1",
         "kind": "Reservation",
-        "metadata": {"name": name, "uid": uid},
+        "metadata": {"name": name, "uid": uid, "labels": {"pool": "web"}},
         "spec": spec,
         "status": status,
     }
@@ -114,8 +114,10 @@ def pod(
     return make_pod(name, requests={"cpu": cpu, "memory": memory}, labels=labels, **kw)
 
 
-def affinity(name: str) -> dict[str, str]:
-    return {ANNOTATION_RESERVATION_AFFINITY: json.dumps({"name": name})}
+def affinity(name: str = "", **selector: str) -> dict[str, str]:
+    """A reservation-affinity annotation by name, or by the reservations' labels."""
+    raw: dict[str, Any] = {"name": name} if name else {"reservationSelector": selector}
+    return {ANNOTATION_RESERVATION_AFFINITY: json.dumps(raw)}
 
 
 def allocated(name: str = "r-web", uid: str = R_UID) -> dict[str, str]:
@@ -232,7 +234,8 @@ def test_the_allocate_policy_decides_whether_an_owner_may_go_beyond_the_reservat
     policy: str, failed: dict[str, str]
 ) -> None:
     view = cluster(reservation(policy=policy))
-    owner = pod("web-0", "2500m", "1Gi", owner=True, annotations=affinity("r-web"))
+    # required to use a reservation (by its labels: one named gets the amounts in the reason)
+    owner = pod("web-0", "2500m", "1Gi", owner=True, annotations=affinity(pool="web"))
     result = filtered(owner, view, ["node-a"])
     assert result["FailedNodes"] == failed
     assert result["NodeNames"] == ([] if failed else ["node-a"])
