@@ -44,6 +44,8 @@ class AppOptions:
     # Koordinator's flags given and gates set that change nothing here (the metrics say them)
     unimplemented_flags: tuple[str, ...] = ()
     unimplemented_gates: tuple[str, ...] = ()
+    # the DisablePVCReservation gate: a migration's Reservation leaves the pod's PVCs out
+    disable_pvc_reservation: bool = False
 
 
 class Descheduler:
@@ -72,6 +74,7 @@ class Descheduler:
             self.events,
             clock=clock,
             requeue_after=self.options.requeue_after,
+            disable_pvc_reservation=self.options.disable_pvc_reservation,
         )
         self.balancer = Balancer(
             api,

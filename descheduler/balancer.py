@@ -9,8 +9,9 @@ maxNoOfPodsToEvictPerNode/PerNamespace/Total) and
 pkg/descheduler/controllers/migration/evict.go (Evict: the migration filter first, then
 CreatePodMigrationJob with the evict-reason, evict-trigger and job-created-by annotations).
 
-Jobs created here always say ``mode: EvictDirectly``: MigrationControllerArgs' default mode
-is Koordinator's ReservationFirst, which needs Reservations that this project does not have.
+Jobs created here carry MigrationControllerArgs' defaultJobMode, as CreatePodMigrationJob
+does (Koordinator's default: ReservationFirst, a Reservation on another node before the
+eviction).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from descheduler.migration.args import MigrationControllerArgs
 from descheduler.migration.job import (
     ANNOTATION_DRY_RUN,
     STATUS_DRY_RUN,
-    Mode,
     Phase,
     PodMigrationJob,
     PodRef,
@@ -297,7 +297,7 @@ class Balancer:
         job = new_pod_migration_job(
             pod,
             name=self.name_job(),
-            mode=str(Mode.EVICT_DIRECTLY),
+            mode=migration.default_job_mode,
             ttl=migration.default_job_ttl,
             reason=reason,
             trigger=LOW_NODE_LOAD,

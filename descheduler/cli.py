@@ -335,5 +335,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     from descheduler.app import AppOptions  # noqa: PLC0415 - after arg parsing
 
-    app_options = AppOptions(unimplemented_flags=tuple(flags), unimplemented_gates=tuple(gates))
+    app_options = AppOptions(
+        unimplemented_flags=tuple(flags),
+        unimplemented_gates=tuple(gates),
+        disable_pvc_reservation=options.feature_gates.enabled("DisablePVCReservation"),
+    )
     return asyncio.run(serve(config, app_options))

@@ -1,5 +1,5 @@
-"""koord-descheduler's ``--feature-gates``: Koordinator v1.8's names and defaults, none of
-which changes anything here.
+"""koord-descheduler's ``--feature-gates``: Koordinator v1.8's names and defaults; of them
+only DisablePVCReservation changes what this descheduler does.
 
 Koordinator's koord-descheduler binds ``--feature-gates`` to its own gate
 (pkg/util/feature's DefaultMutableFeatureGate, cmd/koord-descheduler/app/options/options.go),
@@ -7,12 +7,13 @@ which pkg/features/features.go fills with koord-manager's gates, the descheduler
 (DisablePVCReservation) and the transformers'. A Koordinator command line naming any of them
 must start here too, so all are accepted; unknown names and values other than true/false are
 refused, as Koordinator's gate does. Of these, Koordinator's descheduler reads only
-DisablePVCReservation (migration by Reservation) and the three transformers (its pod and node
-informers); the rest are koord-manager's and change nothing in either descheduler.
+DisablePVCReservation (a ReservationFirst migration's Reservation leaves the pod's PVC and
+ephemeral volumes out: followed here) and the three transformers (its pod and node informers);
+the rest are koord-manager's and change nothing in either descheduler.
 
-A gate whose value differs from Koordinator's default is said at start-up (one WARNING line)
-and by ``koord_descheduler_feature_gate_unimplemented{gate}``; at their defaults the gates
-ask for what this descheduler does.
+A gate that changes nothing here and whose value differs from Koordinator's default is said at
+start-up (one WARNING line) and by ``koord_descheduler_feature_gate_unimplemented{gate}``; at
+their defaults the gates ask for what this descheduler does.
 """
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ from dataclasses import dataclass, field
 from koordapi.features import ALL_ALPHA, ALL_BETA, parse_gates
 
 _MANAGER = "koord-manager's gate: Koordinator's descheduler does not read it either"
-_RESERVATION = (
-    "no Reservations here: every migration evicts directly (EvictDirectly), pods with PVCs too"
-)
+_FOLLOWED = ""  # the gate is followed here: nothing to say
 _TRANSFORMER = (
     "no informer transformers here: pods and nodes are read as the API server returns them"
 )
@@ -35,7 +34,7 @@ _TRANSFORMER = (
 class Gate:
     default: bool
     beta: bool  # AllBeta sets it (else AllAlpha)
-    why: str  # why it changes nothing here
+    why: str  # why it changes nothing here ("" for a gate this descheduler follows)
 
 
 # pkg/features/features.go in Koordinator v1.8.0: defaultFeatureGates,
@@ -64,7 +63,7 @@ GATES: Mapping[str, Gate] = {
     "ColocationProfileController": Gate(False, False, _MANAGER),
     "ValidatePodDeviceResource": Gate(False, False, _MANAGER),
     "EnablePodEnhancedValidator": Gate(False, False, _MANAGER),
-    "DisablePVCReservation": Gate(False, True, _RESERVATION),
+    "DisablePVCReservation": Gate(False, True, _FOLLOWED),
     "PriorityTransformer": Gate(False, False, _TRANSFORMER),
     "PreemptionPolicyTransformer": Gate(False, False, _TRANSFORMER),
     "ReplaceResourcesTransformer": Gate(False, False, _TRANSFORMER),
@@ -90,12 +89,12 @@ class DeschedulerGates:
         return self.overrides.get(ALL_BETA if gate.beta else ALL_ALPHA, gate.default)
 
     def changed(self) -> dict[str, str]:
-        """The gates whose value is not Koordinator's default, each with why it changes
-        nothing here, by name."""
+        """The gates that change nothing here whose value is not Koordinator's default, each
+        with why, by name."""
         return {
             name: gate.why
             for name, gate in sorted(GATES.items())
-            if self.enabled(name) != gate.default
+            if gate.why and self.enabled(name) != gate.default
         }
 
 
@@ -103,9 +102,11 @@ def help_text() -> str:
     """--help's words on the gates."""
     reasons: dict[str, list[str]] = {}
     for name, gate in sorted(GATES.items()):
-        reasons.setdefault(gate.why, []).append(name)
+        if gate.why:
+            reasons.setdefault(gate.why, []).append(name)
     said = "; ".join(f"{', '.join(names)}: {why}" for why, names in reasons.items())
     return (
-        "Koordinator's gates, accepted (an unknown one is refused) and changing nothing here; "
-        f"one set away from its default is said at start-up. {said}"
+        "Koordinator's gates, accepted (an unknown one is refused). DisablePVCReservation: a "
+        "migration's Reservation leaves the pod's PVC and ephemeral volumes out. The others "
+        f"change nothing here; one set away from its default is said at start-up. {said}"
     )

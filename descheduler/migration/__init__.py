@@ -6,7 +6,6 @@ jobs (``order``), the checks and limits on a job's pod (``limits``), TTL and sca
 caller reads the objects, passes ``now`` and writes back what the decisions say.
 
 It follows Koordinator v1.8.0's apis/scheduling/v1alpha1/pod_migration_job_types.go and
-pkg/descheduler/controllers/migration/ (arbitrator/, util/, controller.go, evict.go). Only
-the EvictDirectly job mode is supported: ReservationFirst needs Koordinator's Reservation
-API, which this project does not have, and arbitration fails such jobs with a reason.
+pkg/descheduler/controllers/migration/ (arbitrator/, util/, controller.go, evict.go), and
+the Reservation a ReservationFirst job creates (``reservation``: reservation/util.go).
 """

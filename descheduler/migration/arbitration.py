@@ -12,8 +12,8 @@ It follows Koordinator v1.8.0's pkg/descheduler/controllers/migration/arbitrator
 arbitrator.go (doOnceArbitrate: sort, then the non-retryable checks fail a job and the
 retryable ones leave it waiting; a job that passes counts at once against the limits of the
 jobs after it) and controller.go (what the controller would then fail the job for: a paused
-job stays put, a timed-out one, an invalid podRef, a missing pod). Only the EvictDirectly
-mode runs here: ReservationFirst needs Koordinator's Reservations, so its jobs fail.
+job stays put, a timed-out one, an invalid podRef, a missing pod). Both modes are arbitrated
+alike; the controller then reserves first (ReservationFirst) or evicts (EvictDirectly).
 """
 
 from __future__ import annotations
@@ -28,8 +28,6 @@ from descheduler.migration.job import (
     REASON_INVALID_POD_REF,
     REASON_MISSING_POD,
     REASON_TIMEOUT,
-    REASON_UNSUPPORTED_MODE,
-    Mode,
     Phase,
     PodMigrationJob,
 )
@@ -105,15 +103,6 @@ def decide(
         return Decision(job, Outcome.WAITING, REASON_PAUSED, "the PodMigrationJob is paused")
     if timed_out(job, now):
         return _failed(job, REASON_TIMEOUT, TIMEOUT_MESSAGE)
-    mode = job.effective_mode(args.default_job_mode)
-    if mode != Mode.EVICT_DIRECTLY:
-        return _failed(
-            job,
-            REASON_UNSUPPORTED_MODE,
-            f"mode {mode} is not supported: it needs Koordinator's Reservations, which this "
-            f"descheduler does not have; use mode {Mode.EVICT_DIRECTLY} (or set "
-            f"defaultJobMode to it)",
-        )
     ref = job.pod_ref
     if ref is None or not ref.valid:
         return _failed(job, REASON_INVALID_POD_REF, "Abort job caused by invalid PodRef")

@@ -24,7 +24,7 @@ ARGS_KIND = "MigrationControllerArgs"
 
 DEFAULT_MAX_CONCURRENT_RECONCILES = 1
 DEFAULT_MAX_MIGRATING_PER_NODE = 2
-DEFAULT_JOB_MODE = str(Mode.RESERVATION_FIRST)  # Koordinator's default; unsupported here
+DEFAULT_JOB_MODE = str(Mode.RESERVATION_FIRST)  # Koordinator's default
 DEFAULT_JOB_TTL = 300.0  # 5 minutes
 DEFAULT_SCHEDULER_NAMES = ("koord-scheduler",)
 DEFAULT_EVICT_QPS = 10.0

@@ -32,12 +32,28 @@ ANNOTATION_EVICT_POD = "descheduler.alpha.kubernetes.io/evict"
 ANNOTATION_DRY_RUN = "koordinator-py.io/dry-run"
 STATUS_DRY_RUN = "DryRun"  # status.status (and reason) of such a job
 
-# status.reason values (Koordinator's, apart from REASON_UNSUPPORTED_MODE)
+# status.reason values and the reasons of the conditions (PodMigrationJobReason*)
 REASON_TIMEOUT = "Timeout"
+REASON_FAILED_CREATE_RESERVATION = "FailedCreateReservation"
+REASON_RESERVATION_EXPIRED = "ReservationExpired"
+REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_FORBIDDEN_MIGRATE_POD = "ForbiddenMigratePod"
 REASON_MISSING_POD = "MissingPod"
+REASON_MISSING_RESERVATION = "MissingReservation"
+REASON_EVICTING = "Evicting"
+REASON_EVICT_COMPLETE = "EvictComplete"
+REASON_WAIT_FOR_POD_BIND_RESERVATION = "WaitForPodBindReservation"
+REASON_WAIT_FOR_BOUND_POD_READY = "WaitForBoundPodReady"
 REASON_INVALID_POD_REF = "InvalidPodRef"
-REASON_UNSUPPORTED_MODE = "UnsupportedMode"  # ours: ReservationFirst needs Reservations
+
+# status.conditions[].type (PodMigrationJobCondition*); status.status names the last one written
+CONDITION_RESERVATION_CREATED = "ReservationCreated"
+CONDITION_RESERVATION_SCHEDULED = "ReservationScheduled"
+CONDITION_EVICTION = "Eviction"
+CONDITION_POD_SCHEDULED = "PodScheduled"
+CONDITION_POD_BOUND_RESERVATION = "PodBoundReservation"
+CONDITION_BOUND_POD_READY = "BoundPodReady"
+CONDITION_RESERVATION_BOUND = "ReservationBound"
 
 # Kubernetes' server-side dry run: the value of the dryRun query parameter of a create
 DRY_RUN_ALL = "All"
@@ -52,7 +68,7 @@ class Phase(enum.StrEnum):
 
 
 class Mode(enum.StrEnum):
-    RESERVATION_FIRST = "ReservationFirst"  # reserve room elsewhere, then evict
+    RESERVATION_FIRST = "ReservationFirst"  # reserve room on another node, then evict
     EVICT_DIRECTLY = "EvictDirectly"
 
 
@@ -93,6 +109,8 @@ class PodMigrationJob:
     mode: str = ""
     pod_ref: PodRef | None = None
     delete_options: Mapping[str, Any] | None = None
+    # spec.reservationOptions (reservationRef, template, preemptionOptions) as written
+    reservation_options: Mapping[str, Any] | None = None
     phase: str = ""
     status: str = ""
     reason: str = ""
@@ -132,6 +150,15 @@ class PodMigrationJob:
     def effective_mode(self, default_mode: str) -> str:
         return self.mode or default_mode
 
+    @property
+    def reservation_ref(self) -> Mapping[str, Any] | None:
+        """spec.reservationOptions.reservationRef once it names a Reservation (the one the
+        controller created, or the user's), else None."""
+        ref = (self.reservation_options or {}).get("reservationRef")
+        if isinstance(ref, Mapping) and isinstance(ref.get("name"), str) and ref["name"]:
+            return ref
+        return None
+
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> PodMigrationJob:
         """Reads a PodMigrationJob object; JobError for fields of the wrong type (a ttl that
@@ -151,6 +178,7 @@ class PodMigrationJob:
             )
         ttl = spec.get("ttl")
         options = spec.get("deleteOptions")
+        reservation = spec.get("reservationOptions")
         paused = spec.get("paused", False)
         if not isinstance(paused, bool):
             raise JobError(f"spec.paused: must be true or false, got {paused!r}")
@@ -164,6 +192,9 @@ class PodMigrationJob:
             mode=_string(spec.get("mode"), "spec.mode"),
             pod_ref=pod_ref,
             delete_options=None if options is None else _object(options, "spec.deleteOptions"),
+            reservation_options=(
+                None if reservation is None else _object(reservation, "spec.reservationOptions")
+            ),
             phase=_string(status.get("phase"), "status.phase"),
             status=_string(status.get("status"), "status.status"),
             reason=_string(status.get("reason"), "status.reason"),

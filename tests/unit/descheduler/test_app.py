@@ -1,6 +1,6 @@
 """koord-descheduler running on tests.fakekube.FakeKubeAPI: the LowNodeLoad round creates
 a PodMigrationJob, arbitration passes it, the pod is evicted through the Eviction API (a PDB's
-429 retried), the job succeeds; dry runs, ReservationFirst, timeouts, the Lease."""
+429 retried), the job succeeds; dry runs, ReservationFirst by default, timeouts, the Lease."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from descheduler.migration.job import (
     ANNOTATION_JOB_CREATED_BY,
     ANNOTATION_PASSED_ARBITRATION,
     REASON_TIMEOUT,
-    REASON_UNSUPPORTED_MODE,
     STATUS_DRY_RUN,
 )
 from descheduler.migration.view import pod_view
@@ -37,7 +36,11 @@ APPS = (
 RS_UID = "rs-web-uid"
 
 
-def config_text(*, dry_run: bool = False, interval: str = "0s", lease: bool = True) -> str:
+def config_text(
+    *, dry_run: bool = False, interval: str = "0s", lease: bool = True, mode: str = "EvictDirectly"
+) -> str:
+    """The app's configuration; ``mode`` is defaultJobMode ("" leaves Koordinator's)."""
+    job_mode = f"\n      defaultJobMode: {mode}" if mode else ""
     return f"""
 apiVersion: descheduler/v1alpha2
 kind: DeschedulerConfiguration
@@ -57,7 +60,7 @@ profiles:
   - name: MigrationController
     args:
       apiVersion: descheduler/v1alpha2
-      kind: MigrationControllerArgs
+      kind: MigrationControllerArgs{job_mode}
       arbitrationArgs:
         enabled: true
         interval: 10ms
@@ -271,20 +274,29 @@ def test_a_dry_run_writes_the_job_down_evicts_nothing_and_posts_an_event() -> No
     assert 'koord_descheduler_dry_run_migrations_total{namespace="default",node="hot"' in text
 
 
-def test_reservation_first_jobs_fail_with_the_reason_arbitration_gives() -> None:
+def test_the_loop_creates_reservation_first_jobs_by_default() -> None:
+    # Koordinator's defaultJobMode: the job reserves room off the hot node before any eviction
     api = hot_and_cold()
-    api.seed(job_object("rf", "web-1", mode="ReservationFirst"))
-    app = make_app(api, parse_config(config_text(interval="1h")))
+    app = make_app(api, parse_config(config_text(mode="")))
 
     async def body() -> None:
-        await eventually(lambda: phase(api, "rf") == "Failed", 5)
+        await eventually(lambda: len(api.objects("PodMigrationJob")) == 1, 5)
+        (job,) = api.objects("PodMigrationJob")
+        assert job["spec"]["mode"] == "ReservationFirst"
+        await eventually(lambda: len(api.objects("Reservation")) == 1, 5)
+        (reservation,) = api.objects("Reservation")
+        ref = job["spec"]["podRef"]
+        affinity = reservation["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+        (term,) = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert term["matchFields"][0]["values"] == ["hot"]
+        assert reservation["metadata"]["name"] == job["metadata"]["uid"]
+        assert reservation["spec"]["template"]["metadata"]["name"] == ref["name"]
+        # Pending (nobody places it here): the pod stays where it is
+        await eventually(lambda: bool(api.calls("get", r"/reservations/")), 5)
+        assert not api.calls("create", r"/eviction$")
+        assert api.get("Pod", ref["name"]) is not None
 
     asyncio.run(asyncio.wait_for(running(app, body), 20))
-    job = api.get("PodMigrationJob", "rf")
-    assert job is not None
-    assert job["status"]["reason"] == REASON_UNSUPPORTED_MODE
-    assert "ReservationFirst" in job["status"]["message"]
-    assert api.get("Pod", "web-1") is not None
 
 
 def test_a_timed_out_job_fails_and_finished_ones_are_left_alone() -> None:

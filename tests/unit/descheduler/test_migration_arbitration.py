@@ -471,23 +471,17 @@ def test_never_the_last_available_replica() -> None:
     assert result.decision("j").reason == "ForbiddenMigratePod"
 
 
-def test_reservation_first_is_unsupported() -> None:
-    # own: Koordinator's default mode needs Reservations: its jobs fail with a reason, both
-    # by the job's own mode and by defaultJobMode
+def test_both_modes_are_arbitrated_alike() -> None:
+    # Koordinator's arbitrator does not look at the mode: a ReservationFirst job (its own
+    # mode or defaultJobMode's) passes as an EvictDirectly one does
     pod = _pod("p", owner=STS1)
     view = ClusterView.of([pod], {STS1.uid: WorkloadView(10)})
-    by_default = arbitrate([_job("j", pod)], [], view, MigrationControllerArgs(), now=NOW)
-    decision = by_default.decision("j")
-    assert (decision.outcome, decision.reason) == (Outcome.FAILED, "UnsupportedMode")
-    assert decision.message.startswith("mode ReservationFirst is not supported")
-    own_mode = arbitrate(
-        [_job("j", pod, mode="ReservationFirst")], [], view, EVICT_DIRECTLY, now=NOW
-    )
-    assert own_mode.decision("j").reason == "UnsupportedMode"
-    direct = arbitrate(
-        [_job("j", pod, mode="EvictDirectly")], [], view, MigrationControllerArgs(), now=NOW
-    )
-    assert direct.decision("j").outcome is Outcome.PASSED
+    for job, args in (
+        (_job("j", pod), MigrationControllerArgs()),
+        (_job("j", pod, mode="ReservationFirst"), EVICT_DIRECTLY),
+        (_job("j", pod, mode="EvictDirectly"), MigrationControllerArgs()),
+    ):
+        assert arbitrate([job], [], view, args, now=NOW).decision("j").outcome is Outcome.PASSED
 
 
 def test_controller_failures_paused_and_timeouts() -> None:
