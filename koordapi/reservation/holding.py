@@ -35,6 +35,7 @@ from koordapi.reservation.model import (
 PODS = "pods"
 _FINISHED = ("Succeeded", "Failed")
 _BLOCKING = ("NoSchedule", "NoExecute")
+_UNSCHEDULABLE = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
 # Koordinator's reasons (pkg/scheduler/plugins/reservation/plugin.go)
 REASON_AFFINITY = "node(s) no reservations match reservation affinity"
@@ -81,7 +82,7 @@ def holds_on_node(reservations: Iterable[Reservation], pods: Iterable[Object]) -
             request = {}
         mine = taken[where[1]]
         for name, amount in request.items():
-            if name in active[where[1]].allocatable:  # quotav1.Mask to what it holds
+            if name != PODS and name in active[where[1]].allocatable:  # quotav1.Mask
                 mine[name] = mine.get(name, 0) + amount
         owners[where[1]].append(_pod_key(pod))
     held = []
@@ -126,18 +127,28 @@ def _tolerated(taint: Mapping[str, object], tolerations: Sequence[Mapping[str, o
 
 
 def can_use(pod: Object, held: Held, affinity: Affinity | None) -> bool:
-    """Whether the pod may go into this reservation: it is Available and schedulable, not
-    consumed, the pod is one of its owners, its affinity (if any) picks it and the pod
-    tolerates its NoSchedule/NoExecute taints (with the affinity's tolerations)."""
+    """Whether the pod may go into this reservation (checkReservationMatchedOrIgnored): it is
+    Available, not consumed, and the pod is one of its owners; then an affinity naming a
+    reservation takes that one and nothing else is checked; otherwise the reservation must be
+    schedulable (unless the affinity tolerates node.kubernetes.io/unschedulable), its
+    NoSchedule/NoExecute taints tolerated by the affinity's tolerations (a pod without an
+    affinity is not held to them: FindMatchingUntoleratedTaint on none finds nothing) and the
+    affinity's reservation selector must match it."""
     r = held.reservation
-    if not r.available or r.unschedulable or held.consumed or not r.is_owner(pod):
+    if not r.available or held.consumed or not r.is_owner(pod):
         return False
-    if affinity is not None and not affinity.matches(r):
+    if affinity is None:
+        return not r.unschedulable
+    if affinity.name:
+        return affinity.name == r.name
+    if r.unschedulable and not any(_tolerated(_UNSCHEDULABLE, [t]) for t in affinity.tolerations):
         return False
-    tolerations = affinity.tolerations if affinity is not None else ()
-    return all(
-        _tolerated(taint, tolerations) for taint in r.taints if taint.get("effect") in _BLOCKING
-    )
+    untolerated = [
+        t
+        for t in r.taints
+        if t.get("effect") in _BLOCKING and not _tolerated(t, affinity.tolerations)
+    ]
+    return not untolerated and affinity.matches(r)
 
 
 def _short(request: Mapping[str, int], room: Mapping[str, int]) -> list[str]:
@@ -168,7 +179,8 @@ def _minus(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
 def score(request: Mapping[str, int], held: Held) -> int:
     """ScoreReservation: MostAllocated over the resources it holds (0..100), what the pod
     and the owners already in it would use of each."""
-    names = [n for n, a in held.reservation.allocatable.items() if a > 0 and n != PODS]
+    # every non-zero resource it holds, pods included (owners ask for no pods: it adds 0)
+    names = [n for n, a in held.reservation.allocatable.items() if a > 0]
     if not names:
         return 0
     total = 0

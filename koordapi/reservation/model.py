@@ -286,16 +286,15 @@ class Reservation:
             return 0
 
     def expiry(self) -> float | None:
-        """When it expires (epoch seconds), None if never: ``expires`` first, else
-        creation + ttl; a ttl of 0 disables expiry, ``expires`` included, as
-        isReservationNeedExpiration returns false for it before looking at ``expires``."""
+        """When it expires (epoch seconds), None if never (isReservationNeedExpiration): the
+        earlier of ``expires`` and creation + ``ttl``; a ttl of 0 disables expiry, ``expires``
+        included, as Koordinator returns false for it before looking at ``expires``."""
         if self.ttl == 0:
             return None
-        if self.expires is not None:
-            return self.expires
-        if self.ttl is None or self.created is None:
-            return None
-        return self.created + self.ttl
+        ends = [self.expires] if self.expires is not None else []
+        if self.ttl is not None and self.created is not None:
+            ends.append(self.created + self.ttl)
+        return min(ends) if ends else None
 
     def due_to_expire(self, now: float) -> bool:
         if self.finished:
@@ -449,9 +448,10 @@ def expired_status(reservation: Reservation, now: float) -> dict[str, Any]:
 
 
 def succeeded_conditions(reservation: Reservation, now: float) -> list[dict[str, Any]]:
-    """SetReservationSucceeded's conditions: Ready False for Succeeded."""
+    """SetReservationSucceeded's conditions: Ready False for Succeeded (an existing Ready
+    keeps its transition time: Koordinator updates it in place)."""
     cond = _condition(CONDITION_READY, "False", REASON_SUCCEEDED, now)
-    return _replace(reservation.conditions, cond, keep_transition=False)
+    return _replace(reservation.conditions, cond, keep_transition=True)
 
 
 def unschedulable_conditions(

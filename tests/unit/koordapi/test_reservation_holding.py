@@ -539,12 +539,6 @@ def test_check_nominates_by_order_among_those_that_fit() -> None:
     assert v.into is not None and v.into.reservation.name == "rsv-second"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ScoreReservation scores every non-zero resource of status.allocatable, pods "
-    "included (owners' requests carry no pods, so it adds 0 and only widens the divisor); "
-    "the model leaves pods out",
-)
 def test_score_counts_a_held_pods_count_as_unused() -> None:
     r = reservation("rsv-a", cpu="2500m", memory="6Gi", once=False, more={"pods": "7"})
     h = only(holds(r, pods=[pod("web-1", "1000m", "1.5Gi", into=r)]))
@@ -552,7 +546,7 @@ def test_score_counts_a_held_pods_count_as_unused() -> None:
     assert score({"cpu": 700, "memory": 3 * GI}, h) == 47
 
 
-# -- where the model and Koordinator differ (xfail, strict: they pass once it follows) ----------
+# -- the finer points of checkReservationMatchedOrIgnored and ScoreReservation ----------------
 
 
 def test_an_owner_requesting_nothing_it_holds_is_not_put_into_it() -> None:
@@ -573,11 +567,6 @@ def test_an_owner_requesting_nothing_it_holds_is_not_put_into_it() -> None:
     assert v.into is not None and v.into.reservation.name == "rsv-a"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="checkReservationMatchedOrIgnored: a pod whose affinity names the reservation "
-    "skips the unschedulable, taint and selector checks; the model applies them",
-)
 def test_an_affinity_naming_the_reservation_skips_unschedulable_and_taints() -> None:
     r = reservation("rsv-a", unschedulable=True, taints=[GPU_TAINT])
     v = check(
@@ -586,12 +575,6 @@ def test_an_affinity_naming_the_reservation_skips_unschedulable_and_taints() -> 
     assert v.into is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RequiredReservationAffinity.TolerateUnschedulable: an affinity tolerating "
-    "node.kubernetes.io/unschedulable:NoSchedule may use an unschedulable reservation "
-    "(transformer_test 'pod matches unschedulable reservation with toleration')",
-)
 def test_an_affinity_tolerating_unschedulable_uses_an_unschedulable_reservation() -> None:
     r = reservation("rsv-a", unschedulable=True, labels={"pool": "gold"})
     tolerate = {
@@ -607,12 +590,6 @@ def test_an_affinity_tolerating_unschedulable_uses_an_unschedulable_reservation(
     assert check(owner, {"cpu": 9000, "memory": 16 * GI}, holds(r)).into is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FindMatchingUntoleratedTaint on a nil RequiredReservationAffinity reports no "
-    "untolerated taint, so in Koordinator a reservation's taints keep out only pods with a "
-    "reservation-affinity annotation; the model keeps out every owner without tolerations",
-)
 def test_taints_do_not_keep_out_an_owner_without_affinity() -> None:
     r = reservation("rsv-a", taints=[GPU_TAINT])
     assert check(pod("web-1", "100m"), {"cpu": 9000, "memory": 16 * GI}, holds(r)).into is not None

@@ -404,13 +404,6 @@ def test_ttl_zero_disables_expiry_even_with_expires() -> None:
     assert not r.due_to_expire(T0 + 86400)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="isReservationNeedExpiration ORs the two (expires passed, or created + ttl "
-    "passed), so with both set the earlier one expires it; the model takes expires alone, "
-    "as the API doc's 'expires is checked first' reads (with the CRD's ttl default of 24h "
-    "an expires later than a day would never be reached in Koordinator)",
-)
 def test_with_both_ttl_and_expires_the_earlier_one_expires_it() -> None:
     # ttl 1h30m ends at T0 + 5400; expires is a day later
     r = rsv(spec={"ttl": "1h30m", "expires": "2026-03-15T09:26:53Z"})
@@ -591,11 +584,6 @@ def test_set_reservation_succeeded() -> None:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SetReservationSucceeded updates an existing Ready condition in place (status, "
-    "reason, lastProbeTime) and keeps its lastTransitionTime; the model sets a new one",
-)
 def test_set_reservation_succeeded_keeps_the_transition_time() -> None:
     r = rsv(
         status={
