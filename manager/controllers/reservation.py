@@ -83,11 +83,18 @@ def _unschedulable_message(pod: Object) -> str | None:
 
 
 def _ended_at(reservation: Reservation) -> float | None:
-    """When a finished Reservation ended (its Ready condition's transition, else probe)."""
+    """When a finished Reservation ended, as isReservationNeedCleanup reads it: an expired one
+    at its Expired condition's transition, a Succeeded one at its Succeeded condition's last
+    probe (SetReservationSucceeded keeps the transition time of the Ready it had while
+    Available)."""
     cond = reservation.condition(CONDITION_READY)
-    if cond is None or cond.get("reason") not in (REASON_EXPIRED, REASON_SUCCEEDED):
+    if cond is None:
         return None
-    return parse_time(cond.get("lastTransitionTime")) or parse_time(cond.get("lastProbeTime"))
+    if cond.get("reason") == REASON_EXPIRED:
+        return parse_time(cond.get("lastTransitionTime"))
+    if cond.get("reason") == REASON_SUCCEEDED:
+        return parse_time(cond.get("lastProbeTime"))
+    return None
 
 
 class ReservationController:
