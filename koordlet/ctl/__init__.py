@@ -18,6 +18,9 @@ Subcommands:
     devices      the GPUs and RDMA NICs koordlet reports in the node's Device (NVML, sysfs)
     quota        the ElasticQuota tree (min, max, used, runtime, request per quota); with
                  `why NAMESPACE/POD`, why a pod of a quota or a gang is not running
+    reservation  every Reservation by node: the room it holds now, what its owners took, who
+                 they are, when it expires; with `why NAMESPACE/POD`, whether a pod went into
+                 one and why (not)
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ COMMANDS = {
     "status": "status",
     "devices": "devices",
     "quota": "quota",
+    "reservation": "reservation",
 }
 
 
@@ -102,6 +106,32 @@ def add_quota_parser(sub: Any) -> None:
     quota.add_argument("--json", action="store_true", help="the rows as JSON")
     why = quota.add_subparsers(dest="quota_command", metavar="why").add_parser(
         "why", help="why a pod of a quota or a gang is not running"
+    )
+    why.add_argument("pod", help="NAMESPACE/NAME")
+    # SUPPRESS: given before `why` they are kept (a subcommand's default would overwrite them)
+    why.add_argument("--kubeconfig", default=argparse.SUPPRESS, help=kube_help)
+    why.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="one JSON object"
+    )
+
+
+def add_reservation_parser(sub: Any) -> None:
+    kube_help = "default: in-cluster, $KUBECONFIG or ~/.kube/config"
+    cmd = sub.add_parser(
+        "reservation",
+        help="Reservations by node: held, allocated, owners, expiry; `why POD`: did it use one",
+        description="Every Reservation (scheduling.koordinator.sh/v1alpha1), by node, with the "
+        "room it holds against other pods now, what its owners took (the pods annotated "
+        "scheduling.koordinator.sh/reservation-allocated with it), those owners (else who may "
+        "go in) and when it expires; a Pending one with kube-scheduler's Unschedulable "
+        "message. `koordctl reservation why NAMESPACE/POD`: the Reservation the pod went "
+        "into, else each one it is an owner of with why it is not in it, the reservations "
+        "held against it on the nodes it could go to, and its FailedScheduling events.",
+    )
+    cmd.add_argument("--kubeconfig", help=kube_help)
+    cmd.add_argument("--json", action="store_true", help="the rows as JSON")
+    why = cmd.add_subparsers(dest="reservation_command", metavar="why").add_parser(
+        "why", help="whether a pod went into a Reservation, and why (not)"
     )
     why.add_argument("pod", help="NAMESPACE/NAME")
     # SUPPRESS: given before `why` they are kept (a subcommand's default would overwrite them)
@@ -267,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_status_parser(sub)
     add_devices_parser(sub)
     add_quota_parser(sub)
+    add_reservation_parser(sub)
     return parser
 
 
