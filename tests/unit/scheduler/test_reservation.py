@@ -342,9 +342,12 @@ def api_cluster(phase: str = "Pending") -> FakeKubeAPI:
 
 
 @asynccontextmanager
-async def serving(api: FakeKubeAPI) -> AsyncIterator[tuple[aiohttp.ClientSession, str, Any]]:
+async def serving(
+    api: FakeKubeAPI, *, freeze_reservations: bool = False
+) -> AsyncIterator[tuple[aiohttp.ClientSession, str, Any]]:
     """The extender over plain HTTP with the clock at PLACED_AT; (session, base URL, view),
-    once the view holds every pod and Reservation of the fake."""
+    once the view holds every pod and Reservation of the fake. ``freeze_reservations``: the
+    Reservation informer stops there, so the view knows of a placement only from the bind."""
     view = InformerClusterView(api.kube_api())
     tasks = [asyncio.create_task(i.run()) for i in view.informers]
     server = ExtenderServer(api.kube_api(), view, host="127.0.0.1", port=0, clock=lambda: PLACED_AT)
@@ -359,6 +362,8 @@ async def serving(api: FakeKubeAPI) -> AsyncIterator[tuple[aiohttp.ClientSession
 
     try:
         await eventually(caught_up)
+        if freeze_reservations:
+            tasks[view.informers.index(view.reservations)].cancel()
         async with aiohttp.ClientSession() as session:
             yield session, f"http://127.0.0.1:{server.port}/scheduler", view
     finally:
@@ -387,10 +392,13 @@ def test_a_reserve_pods_bind_places_its_reservation_and_deletes_the_pod() -> Non
     assert seeded is not None
 
     async def scenario() -> None:
-        async with serving(api) as (session, base, _view):
+        async with serving(api, freeze_reservations=True) as (session, base, view):
+            assert list(view.reservation_nodes()) == []
             reply = await post(session, f"{base}/bind", bind_args(api))
             assert reply == {"Error": ""}
-            # held at once: a pod that is not an owner no longer gets the reserved room
+            # held at once, before any informer event: a pod that is not an owner no longer
+            # gets the reserved room
+            assert list(view.reservation_nodes()) == ["node-a"]
             args = {"Pod": pod("other", "2", "1Gi"), "Nodes": None, "NodeNames": NAMES}
             result = await post(session, f"{base}/filter", args)
             assert result["NodeNames"] == ["node-b"]
