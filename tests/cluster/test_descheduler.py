@@ -12,11 +12,15 @@ evicted. The product runs as installed, with the chart's ServiceAccount and RBAC
 
 - A dry run writes a PodMigrationJob in status DryRun and a DryRunMigration Event for a pod
   of the module's Deployment and evicts nothing, while later rounds go on.
-- For real: a PodMigrationJob for one of its pods goes Running; the eviction is refused with
-  429 while the PodDisruptionBudget (minAvailable = replicas) allows no disruption, tried
-  again, and goes through once the budget is relaxed: the job Succeeds, the pod is gone, and
-  the API server's audit log shows the descheduler's evictions (429s, then 201), never a
-  delete; no request of the descheduler was Forbidden.
+- For real: a PodMigrationJob for one of its pods goes Running in the chart's default mode,
+  Koordinator's ReservationFirst: its Reservation is placed on koord-idle (never the pod's own
+  node) before any eviction; the eviction is refused with 429 while the PodDisruptionBudget
+  (minAvailable = replicas) allows no disruption, tried again, and goes through once the
+  budget is relaxed: the pod is gone, its replacement is bound into the Reservation on
+  koord-idle at once (never Pending for want of a node), and once it is Ready (said by the
+  test: koord-idle has no kubelet) the job Succeeds; the API server's audit log shows the
+  descheduler's evictions (429s, then 201), never a delete; no request of the descheduler was
+  Forbidden.
 
 At the end the chart's values are restored (LowNodeLoad off again) and the namespace, the
 jobs and the second node are removed.
@@ -46,6 +50,7 @@ IDLE = "koord-idle"
 REPLICAS = 2
 TAINT = {"key": "koordinator-py.io/idle-node", "value": "true", "effect": "NoSchedule"}
 PMJ = "/apis/scheduling.koordinator.sh/v1alpha1/podmigrationjobs"
+RESERVATIONS = "/apis/scheduling.koordinator.sh/v1alpha1/reservations"
 PDB = f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets/{APP}"
 DESCHEDULER_PODS = "app.kubernetes.io/component=descheduler"
 DESCHEDULER_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:koord-descheduler"
@@ -273,6 +278,10 @@ def two_nodes(cluster: Cluster) -> Iterator[tuple[OtherNode, Logs]]:
         for job in cluster.get(PMJ)["items"]:
             if job["spec"].get("podRef", {}).get("namespace") == NS:
                 cluster.api("DELETE", f"{PMJ}/{job['metadata']['name']}")
+        for reservation in cluster.get(RESERVATIONS)["items"]:  # the jobs' (if still there)
+            template = reservation["spec"].get("template", {}).get("metadata", {})
+            if template.get("namespace") == NS:
+                cluster.api("DELETE", f"{RESERVATIONS}/{reservation['metadata']['name']}")
         cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
         idle.stop()
         cluster.wait_for(f"namespace {NS} gone", lambda: namespace_gone(cluster), timeout=180)
@@ -362,9 +371,23 @@ def test_an_eviction_waits_for_the_disruption_budget_then_goes_through(
 
     job = cluster.wait_for("a PodMigrationJob Running for a module pod", running_job, 180)
     name, pod = job["metadata"]["name"], job["spec"]["podRef"]["name"]
-    assert job["spec"]["mode"] == "EvictDirectly"
+    assert job["spec"]["mode"] == "ReservationFirst"  # Koordinator's defaultJobMode
     assert job["metadata"]["annotations"]["koordinator.sh/evict-trigger"] == "LowNodeLoad"
     assert job["spec"]["podRef"]["uid"] == before[pod]
+
+    # ReservationFirst: room on koord-idle (the pod's own node excluded) before any eviction
+    def reserved() -> dict[str, Any] | None:
+        ref = cluster.get(f"{PMJ}/{name}")["spec"].get("reservationOptions", {})
+        found: dict[str, Any] = cluster.get(f"{RESERVATIONS}/{ref['reservationRef']['name']}")
+        return found if found.get("status", {}).get("phase") == "Available" else None
+
+    reservation = cluster.wait_for("the job's Reservation Available", reserved, timeout=120)
+    reservation_name = reservation["metadata"]["name"]
+    assert reservation_name == job["metadata"]["uid"]
+    assert reservation["status"]["nodeName"] == IDLE
+    assert reservation["spec"]["allocateOnce"] is True
+    (owner,) = reservation["spec"]["owners"]
+    assert (owner["controller"]["kind"], owner["controller"]["namespace"]) == ("ReplicaSet", NS)
 
     # the budget allows no disruption: 429, a Warning Event, tried again 3 s later
     def refused_twice() -> list[dict[str, Any]] | None:
@@ -375,9 +398,10 @@ def test_an_eviction_waits_for_the_disruption_budget_then_goes_through(
         ]
         return found if len(found) >= 2 else None
 
-    refusals = cluster.wait_for("the eviction refused by the PDB, twice", refused_twice, 60)
+    refusals = cluster.wait_for("the eviction refused by the PDB, twice", refused_twice, 120)
     assert refusals[0]["message"].startswith(f'Failed evict Pod "{NS}/{pod}" caused by ')
-    assert cluster.get(f"{PMJ}/{name}")["status"]["phase"] == "Running"
+    status = cluster.get(f"{PMJ}/{name}")["status"]
+    assert (status["phase"], status["nodeName"]) == ("Running", IDLE)
     assert module_pods(cluster)[pod] == before[pod]
     codes = [
         e["responseStatus"]["code"]
@@ -388,12 +412,38 @@ def test_an_eviction_waits_for_the_disruption_budget_then_goes_through(
     # relaxed: one of the two may go now
     cluster.api("PATCH", PDB, {"spec": {"minAvailable": REPLICAS - 1}}, MERGE)
 
+    # the replacement goes into the Reservation on koord-idle, bound at once
+    def bound() -> dict[str, Any] | None:
+        found: dict[str, Any] = cluster.get(f"{PMJ}/{name}")
+        return found if found["status"].get("podRef") else None
+
+    waiting = cluster.wait_for("the replacement bound into the Reservation", bound, timeout=120)
+    replacement = waiting["status"]["podRef"]["name"]
+    assert replacement not in before
+    new_pod = cluster.get(f"/api/v1/namespaces/{NS}/pods/{replacement}")
+    assert new_pod["spec"]["nodeName"] == IDLE
+    assert events_about(cluster, NS, replacement, "FailedScheduling") == []
+    assert (
+        cluster.get(f"{RESERVATIONS}/{reservation_name}")["status"]["currentOwners"][0]["name"]
+        == replacement
+    )
+    # koord-idle has no kubelet: the test says the pod is Ready, as a kubelet would
+    ready = [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]
+    cluster.api(
+        "PATCH",
+        f"/api/v1/namespaces/{NS}/pods/{replacement}/status",
+        {"status": {"phase": "Running", "conditions": ready}},
+        MERGE,
+    )
+
     def succeeded() -> dict[str, Any] | None:
         found: dict[str, Any] = cluster.get(f"{PMJ}/{name}")
         return found if found["status"].get("phase") == "Succeeded" else None
 
     done = cluster.wait_for("the PodMigrationJob Succeeded", succeeded, timeout=60)
-    assert done["status"]["message"] == f'Pod "{NS}/{pod}" has been evicted'
+    assert done["status"]["message"] == (
+        f'Bind Pod "{NS}/{replacement}" in Reservation "{reservation_name}"'
+    )
     assert before[pod] not in module_pods(cluster).values()
     evictions = descheduler_requests(cluster, resource="pods", subresource="eviction", name=pod)
     assert [e["responseStatus"]["code"] for e in evictions][-1] == 201
