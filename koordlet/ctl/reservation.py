@@ -573,7 +573,7 @@ def render_why(report: Mapping[str, Any]) -> str:
         lines.append("refused where it fits only on room held for other pods:")
     for entry in report["heldAgainst"]:
         held = ", ".join(f"{h['reservation']} [{cell(h['held'])}]" for h in entry["held"])
-        lines.append(f"  {entry['node']}: {held}: refused: {entry['refused']}")
+        lines.append(f"  {entry['node']}: {held}: {entry['refused']}")
     for event in report["events"]:
         lines.append(
             f"event {event['time']} FailedScheduling x{event['count']}: {event['message']}"

@@ -266,7 +266,7 @@ def test_an_owner_too_big_for_its_reservation_is_refused_on_held_room_elsewhere(
         "owner of 1 Reservation(s):",
         "  r-web (Available, node node-2): does not fit on node-2: Insufficient cpu by node",
         "refused where it fits only on room held for other pods:",
-        "  node-5: r-batch [cpu 3 mem 4Gi]: refused: Insufficient cpu",
+        "  node-5: r-batch [cpu 3 mem 4Gi]: Insufficient cpu",
         f"event 2026-12-06T21:14:09Z FailedScheduling x4: {UNSCHEDULABLE}",
         f"waiting because: {UNSCHEDULABLE}",
     ]
