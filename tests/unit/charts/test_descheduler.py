@@ -91,6 +91,12 @@ RULES = [
         "resources": ["podmigrationjobs/status"],
         "verbs": ["get", "update", "patch"],
     },
+    # ReservationFirst: a Reservation on the target before the eviction, deleted when unused.
+    {
+        "apiGroups": ["scheduling.koordinator.sh"],
+        "resources": ["reservations"],
+        "verbs": ["get", "list", "watch", "create", "delete"],
+    },
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]
 

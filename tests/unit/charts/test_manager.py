@@ -66,7 +66,8 @@ MANAGER_CLUSTER_RULES = [
         "verbs": ["get", "list", "watch"],
     },
     {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},  # a gang member's gate
+    # patch: a gang member's gate; create, delete: a Reservation's reserve pod
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},  # quota reclaim
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},  # on pods
     {
@@ -99,6 +100,17 @@ MANAGER_CLUSTER_RULES = [
     {
         "apiGroups": ["scheduling.sigs.k8s.io"],
         "resources": ["elasticquotas/status", "podgroups/status"],
+        "verbs": ["update", "patch"],
+    },
+    # Reservations read and updated, their status written through /status.
+    {
+        "apiGroups": ["scheduling.koordinator.sh"],
+        "resources": ["reservations"],
+        "verbs": ["get", "list", "watch", "update", "patch"],
+    },
+    {
+        "apiGroups": ["scheduling.koordinator.sh"],
+        "resources": ["reservations/status"],
         "verbs": ["update", "patch"],
     },
     # certificates.autoRenew (the default): the caBundle of its own configurations, by name

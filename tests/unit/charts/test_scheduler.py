@@ -71,7 +71,12 @@ SCHEDULER_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
     # update: the scheduling.koordinator.sh/resource-status and device-allocated annotations,
     # before binding (read, then written back with its resourceVersion: a PUT).
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "update"]},
+    # delete: a Reservation's reserve pod once the Reservation is placed (never bound).
+    {
+        "apiGroups": [""],
+        "resources": ["pods"],
+        "verbs": ["get", "list", "watch", "update", "delete"],
+    },
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
     {
         "apiGroups": ["slo.koordinator.sh"],
@@ -93,6 +98,17 @@ SCHEDULER_RULES = [
     {
         "apiGroups": ["scheduling.sigs.k8s.io"],
         "resources": ["elasticquotas/status", "podgroups/status"],
+        "verbs": ["update", "patch"],
+    },
+    # Reservations read, their status written through /status (the CRD has the subresource).
+    {
+        "apiGroups": ["scheduling.koordinator.sh"],
+        "resources": ["reservations"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["scheduling.koordinator.sh"],
+        "resources": ["reservations/status"],
         "verbs": ["update", "patch"],
     },
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
