@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import json
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from koordapi.reservation.model import (
     ANNOTATION_RESERVATION_AFFINITY,
     CONDITION_READY,
     LABEL_RESERVATION_IGNORED,
+    POLICY_RESTRICTED,
     Affinity,
     Owner,
     Reservation,
@@ -365,6 +367,20 @@ def _refusal(r: Reservation, affinity: Affinity | None) -> str:
     return f"{said} does not tolerate its taints ({_taints(r)})"
 
 
+def _beside(pod: Mapping[str, Any], r: Reservation) -> str:
+    """Why an owner that fits the node is not put into its reservation (``holding.check``
+    without affinity: the resource-name intersection, a Restricted remainder)."""
+    try:
+        request = request_of(pod)
+    except ModelError:
+        request = {}
+    if not any(n != holding.PODS and a > 0 and n in r.allocatable for n, a in request.items()):
+        return "it holds none of what the pod asks for"
+    if r.allocate_policy == POLICY_RESTRICTED:
+        return "Restricted: the pod asks more than it has left"
+    return "no room in it"
+
+
 def _owner_verdict(
     pod: Mapping[str, Any], r: Reservation, cluster: _Cluster, affinity: Affinity | None
 ) -> tuple[str, bool]:
@@ -395,7 +411,9 @@ def _owner_verdict(
     if verdict.reason:
         return f"does not fit on {r.node_name}: {verdict.reason}", False
     into = verdict.into
-    if into is not None and into.reservation.uid != r.uid:
+    if into is None:
+        return f"the pod fits on {r.node_name} beside it, not in it ({_beside(pod, r)})", False
+    if into.reservation.uid != r.uid:
         return (
             f"fits, but goes into {into.reservation.name} first (reservation-order, then "
             "the fuller fit)"
@@ -657,8 +675,6 @@ def run(args: argparse.Namespace) -> int:
     except Exception as err:
         print(f"koordctl reservation: cannot list Reservations: {err}", file=sys.stderr)
         return 1
-    import time  # noqa: PLC0415 - the one clock, kept out of the pure part
-
     rows = reservation_rows(scene["reservations"], scene["pods"], now=time.time())
     print(json.dumps([asdict(row) for row in rows]) if args.json else render_rows(rows))
     return 0

@@ -542,3 +542,49 @@ def test_read_pod_scene_reads_the_pod_reservations_nodes_pods_and_own_events(
     assert len(scene["pods"]) == 4 and len(listed["pods"]) == 4
     assert [e["metadata"]["name"] for e in scene["events"]] == ["mine"]
     assert len(listed["reservations"]) == len(RESERVATIONS)
+
+
+def test_an_owner_asking_more_than_a_restricted_reservation_has_left_fits_beside_it() -> None:
+    # r-strict holds 1500m 2Gi on node-5 (5 cpu, loader's 900m taken: 4100m free). api-1 asks
+    # 1800m: beyond r-strict's cpu, so not in it; beside it 4100m - 1500m = 2600m is enough.
+    strict = resv(
+        "r-strict",
+        node="node-5",
+        allocatable={"cpu": "1500m", "memory": "2Gi"},
+        owners=[{"labelSelector": {"matchLabels": {"app": "api"}}}],
+        spec={"allocatePolicy": "Restricted"},
+    )
+    api = pod("teams/api-1", "1800m", "512Mi", labels={"app": "api"})
+
+    report = why_report(api, [strict], NODES, PODS)
+
+    assert [e["why"] for e in report["owned"]] == [
+        "the pod fits on node-5 beside it, not in it (Restricted: the pod asks more than it "
+        "has left)"
+    ]
+    assert report["heldAgainst"] == []
+
+
+def test_a_reserve_pod_a_gone_reservation_and_an_unreadable_affinity() -> None:
+    reserve = pod("default/u-r-gpu", "4", "6Gi",
+                  annotations={"scheduling.koordinator.sh/reserve-pod": "true"})  # fmt: skip
+    gone = pod("teams/web-7", "100m", "64Mi", node="node-2", into="r-deleted")
+    garbled = pod("teams/web-8", "100m", "64Mi", labels={"app": "web"},
+                  annotations={AFFINITY: "{name: r-web"})  # fmt: skip
+
+    assert why_report(reserve, RESERVATIONS, NODES, PODS)["verdict"] == (
+        "a reserve pod: kube-scheduler places it for its Reservation"
+    )
+    assert render_why(why_report(gone, RESERVATIONS, NODES, PODS)).splitlines()[-1] == (
+        "in Reservation r-deleted (uid u-r-deleted), no longer in the cluster"
+    )
+    text = render_why(why_report(garbled, RESERVATIONS, NODES, PODS)).splitlines()
+    assert text[1] == (
+        "reservation affinity: unreadable: annotation "
+        "scheduling.koordinator.sh/reservation-affinity: not JSON"
+    )
+    # the extender refuses it on any node with reservations, for the same reason
+    assert text[3] == (
+        "  r-web (Available, node node-2): does not fit on node-2: Reservation(s) annotation "
+        "scheduling.koordinator.sh/reservation-affinity: not JSON"
+    )
