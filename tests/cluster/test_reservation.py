@@ -13,7 +13,10 @@ tests run in the 1.7 tier; the two tiers' budgets).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -110,6 +113,16 @@ def gone(cluster: Cluster, path: str) -> bool:
     return False
 
 
+def koordctl(cluster: Cluster, *args: str) -> str:
+    done = subprocess.run(
+        ["nsenter", f"--net={cluster.netns_path}", str(Path(sys.executable).parent / "koordctl"),
+         *args, f"--kubeconfig={cluster.admin_kubeconfig}"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def remove_pods(cluster: Cluster) -> None:
     """Every pod of the namespace, at once (no kubelet on the spare node confirms an end)."""
     cluster.kubectl("delete", "pods", "--all", "-n", NS, "--grace-period=0", "--force", check=False)
@@ -177,6 +190,13 @@ def test_a_reservation_holds_its_room_against_a_filler_and_takes_its_owner(
     assert status["allocated"] == {"cpu": "2", "memory": "64Mi"}, status
     # the filler still does not fit: 4 - 1.5 - 2 leaves half a cpu
     assert not cluster.get(f"{PODS}/filler")["spec"].get("nodeName")
+    # what a user runs to see it: koordctl, with the cluster's kubeconfig
+    listed = koordctl(cluster, "reservation")
+    row = next(line for line in listed.splitlines() if " hold-web " in line)
+    assert row.split()[:3] == [NODE, "hold-web", "Succeeded"], listed
+    assert f"{NS}/web-1" in row, listed
+    why = koordctl(cluster, "reservation", "why", f"{NS}/web-1")
+    assert f"in Reservation hold-web on node {NODE}" in why, why
     remove_pods(cluster)
 
 
