@@ -30,9 +30,19 @@ import pytest
 import yaml
 
 from descheduler.config import parse_config
+from descheduler.migration.reservation import reservation_object, reservation_options
 from koordapi import nodeslo as koordapi_nodeslo
 from koordapi.device import GPUInfo, RDMAInfo, build_device, carry_transition_times
 from koordapi.quota import model as quota
+from koordapi.quota.runtime import resource_list
+from koordapi.quota.usage import pod_request
+from koordapi.reservation.model import (
+    Reservation,
+    available_status,
+    expired_status,
+    succeeded_conditions,
+    unschedulable_conditions,
+)
 from koordlet.metriccache import MetricCache
 from koordlet.metriccache.store import Sample
 from koordlet.nodemetric import build_status
@@ -306,10 +316,110 @@ def reported_device() -> dict[str, Any]:
     return carry_transition_times({}, device, "2026-12-02T10:00:00Z")
 
 
+# A Deployment's pod on kubelet-a that a ReservationFirst job moves, and an owner pod.
+MIGRATED_POD: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {
+        "name": "web-5d9c7-x2kq8",
+        "namespace": "shop",
+        "uid": "6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d",
+        "labels": {"app": "web", "pod-template-hash": "5d9c7"},
+        "ownerReferences": [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": "web-5d9c7",
+                "uid": "0c6f3a1e-7b2d-4e59-9a13-5f2b8c7d4e61",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    },
+    "spec": {
+        "nodeName": "kubelet-a",
+        "containers": [
+            {"name": "web", "resources": {"requests": {"cpu": "750m", "memory": "1536Mi"}}}
+        ],
+    },
+    "status": {"phase": "Running"},
+}
+
+
+def descheduler_reservation() -> dict[str, Any]:
+    """The Reservation koord-descheduler creates for a ReservationFirst job (its template the
+    pod, owned by the pod's ReplicaSet, allocateOnce, the job's ttl, off the pod's node)."""
+    options = reservation_options(
+        None, MIGRATED_POD, job_uid="9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a", job_ttl="7m", now=NOW
+    )
+    return reservation_object(options)
+
+
+def placed(reservation: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
+    """``reservation`` with ``status`` merged into its own, as a merge patch of /status."""
+    return {**reservation, "status": {**reservation.get("status", {}), **status}}
+
+
+def available_reservation() -> dict[str, Any]:
+    """The extender's write once kube-scheduler placed the reserve pod on node-3."""
+    allocatable = {"cpu": "1500m", "memory": "3Gi"}
+    return placed(descheduler_reservation(), available_status("node-3", allocatable, NOW))
+
+
+def succeeded_reservation() -> dict[str, Any]:
+    """koord-manager's write once the owner went into it: currentOwners, allocated (the owner's
+    requests as a ResourceList) and, allocateOnce, Succeeded."""
+    available = available_reservation()
+    meta = MIGRATED_POD["metadata"]
+    owner = {"namespace": meta["namespace"], "name": "web-5d9c7-r7m2p", "uid": "f1e2d3c4"}
+    return placed(
+        available,
+        {
+            "allocated": resource_list(pod_request(MIGRATED_POD)),
+            "currentOwners": [owner],
+            "phase": "Succeeded",
+            "conditions": succeeded_conditions(Reservation.from_dict(available), NOW + 41),
+        },
+    )
+
+
+def expired_reservation() -> dict[str, Any]:
+    """koord-manager's write past the ttl: Failed, Ready False for Expired."""
+    available = available_reservation()
+    return placed(available, expired_status(Reservation.from_dict(available), NOW + 7 * 60 + 1))
+
+
+def unschedulable_reservation() -> dict[str, Any]:
+    """koord-manager's write when kube-scheduler could not place the reserve pod."""
+    created = descheduler_reservation()
+    message = "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+    conditions = unschedulable_conditions(Reservation.from_dict(created), message, NOW)
+    return placed(created, {"phase": "Pending", "conditions": conditions})
+
+
 PROJECT_OBJECTS += [
     pytest.param(MIGRATION_JOB, migrated_job, id="podmigrationjob-descheduler-succeeded"),
     pytest.param(DEVICES, reported_device, id="device-koordlet"),
+    pytest.param(RESERVATIONS, descheduler_reservation, id="reservation-descheduler-created"),
+    pytest.param(RESERVATIONS, available_reservation, id="reservation-extender-available"),
+    pytest.param(RESERVATIONS, succeeded_reservation, id="reservation-manager-succeeded"),
+    pytest.param(RESERVATIONS, expired_reservation, id="reservation-manager-expired"),
+    pytest.param(RESERVATIONS, unschedulable_reservation, id="reservation-unschedulable"),
 ]
+
+
+def test_the_reservations_this_project_writes_are_what_they_say() -> None:
+    """The objects above are not vacuous: each reached the state it is named after."""
+    created = descheduler_reservation()
+    assert created["spec"]["owners"][0]["controller"]["name"] == "web-5d9c7"
+    assert (created["spec"]["ttl"], created["spec"]["allocateOnce"]) == ("7m", True)
+    available = available_reservation()["status"]
+    assert (available["phase"], available["nodeName"]) == ("Available", "node-3")
+    succeeded = succeeded_reservation()["status"]
+    assert succeeded["allocated"] == {"cpu": "750m", "memory": "1536Mi"}
+    assert expired_reservation()["status"]["phase"] == "Failed"
+    (condition,) = unschedulable_reservation()["status"]["conditions"]
+    assert (condition["type"], condition["status"]) == ("Scheduled", "False")
 
 
 @pytest.mark.parametrize(("file", "build"), PROJECT_OBJECTS)
