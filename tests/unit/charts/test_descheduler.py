@@ -91,11 +91,12 @@ RULES = [
         "resources": ["podmigrationjobs/status"],
         "verbs": ["get", "update", "patch"],
     },
-    # ReservationFirst: a Reservation on the target before the eviction, deleted when unused.
+    # ReservationFirst: a Reservation on the target before the eviction, deleted when unused;
+    # a user's own Reservation (reservationRef) labelled with its order (a patch).
     {
         "apiGroups": ["scheduling.koordinator.sh"],
         "resources": ["reservations"],
-        "verbs": ["get", "list", "watch", "create", "delete"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
     },
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]

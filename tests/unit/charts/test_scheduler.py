@@ -71,11 +71,12 @@ SCHEDULER_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
     # update: the scheduling.koordinator.sh/resource-status and device-allocated annotations,
     # before binding (read, then written back with its resourceVersion: a PUT).
-    # delete: a Reservation's reserve pod once the Reservation is placed (never bound).
+    # delete: a Reservation's reserve pod once the Reservation is placed (never bound);
+    # patch: the reservation-released annotation (a refused pod tried again once room is freed).
     {
         "apiGroups": [""],
         "resources": ["pods"],
-        "verbs": ["get", "list", "watch", "update", "delete"],
+        "verbs": ["get", "list", "watch", "update", "patch", "delete"],
     },
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
     {
