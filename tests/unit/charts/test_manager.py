@@ -102,11 +102,12 @@ MANAGER_CLUSTER_RULES = [
         "resources": ["elasticquotas/status", "podgroups/status"],
         "verbs": ["update", "patch"],
     },
-    # Reservations read and updated, their status written through /status.
+    # Reservations read and updated, their status written through /status, deleted a while
+    # after they end.
     {
         "apiGroups": ["scheduling.koordinator.sh"],
         "resources": ["reservations"],
-        "verbs": ["get", "list", "watch", "update", "patch"],
+        "verbs": ["get", "list", "watch", "update", "patch", "delete"],
     },
     {
         "apiGroups": ["scheduling.koordinator.sh"],
