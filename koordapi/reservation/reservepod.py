@@ -11,11 +11,13 @@ deleted). So the pod never reaches a kubelet.
 It is the template made safe to exist for a few seconds: the same requests, node selection,
 affinity, tolerations, topology spread, host ports, priority class and scheduler; no volumes
 (a PersistentVolumeClaim would be bound to the reserve pod's node, as Koordinator's
-DisablePVCReservation avoids), no service account token, never preempting running pods
-(``preemptionPolicy: Never``), and owned by the Reservation as controller, so that no
+DisablePVCReservation avoids), no service account token, and owned by the Reservation as
+controller, so that no
 ReplicaSet or Job adopts it and the garbage collector removes it with the Reservation.
 ``spec.nodeName`` becomes a required node affinity to that node, as Koordinator turns it into
-its reservation-node annotation.
+its reservation-node annotation. Its preemption policy is its priority class's: the
+Priority admission plugin refuses a pod that sets one of its own, so a reserve pod preempts
+lower-priority pods as the template's pod would (kube-scheduler's DefaultPreemption).
 """
 
 from __future__ import annotations
@@ -106,7 +108,6 @@ def reserve_pod(reservation: Mapping[str, Any]) -> dict[str, Any]:
         spec["affinity"] = _pin_to_node(_map(spec.get("affinity")), str(template_spec["nodeName"]))
     spec.update(
         schedulerName=str(template_spec.get("schedulerName") or DEFAULT_SCHEDULER),
-        preemptionPolicy="Never",
         automountServiceAccountToken=False,
         terminationGracePeriodSeconds=0,
         restartPolicy="Never",

@@ -169,12 +169,13 @@ def test_containers_keep_only_name_image_resources_and_ports() -> None:
     ]
 
 
-def test_no_volumes_no_token_no_service_account_and_never_preempting() -> None:
+def test_no_volumes_no_token_no_service_account_and_the_classes_preemption() -> None:
     spec = reserve_pod(reservation())["spec"]
     assert "volumes" not in spec
     assert "serviceAccountName" not in spec
     assert spec["automountServiceAccountToken"] is False
-    assert spec["preemptionPolicy"] == "Never"
+    # the Priority admission plugin refuses a pod that sets its own preemption policy
+    assert "preemptionPolicy" not in spec
     assert spec["restartPolicy"] == "Never"
     assert spec["terminationGracePeriodSeconds"] == 0
 
