@@ -159,3 +159,47 @@ def read_pod_scene(namespace: str, name: str, kubeconfig: str | None) -> dict[st
         return scene
 
     return asyncio.run(read())
+
+
+def read_reservations(kubeconfig: str | None) -> dict[str, list[dict[str, Any]]]:
+    """Every Reservation and every pod of the cluster (the pods say what owners took)."""
+    from lightkube.resources.core_v1 import Pod  # noqa: PLC0415 - only `reservation` needs it
+
+    from koordkube.client import KubeApi, build_client  # noqa: PLC0415
+    from koordkube.resources import Reservation as ReservationResource  # noqa: PLC0415
+
+    async def read() -> dict[str, list[dict[str, Any]]]:
+        api = KubeApi(build_client(kubeconfig))
+        return {
+            "reservations": (await api.list(ReservationResource)).items,
+            "pods": (await api.list(Pod)).items,
+        }
+
+    return asyncio.run(read())
+
+
+def read_reservation_scene(namespace: str, name: str, kubeconfig: str | None) -> dict[str, Any]:
+    """What ``koordctl reservation why`` looks at: the pod, every Reservation, Node and pod,
+    and the pod's Events (by its uid too: not those of an earlier pod of that name). The pod
+    missing raises koordkube.errors.NotFound."""
+    from lightkube.resources.core_v1 import Event, Node, Pod  # noqa: PLC0415
+
+    from koordkube.client import KubeApi, build_client  # noqa: PLC0415
+    from koordkube.resources import Reservation as ReservationResource  # noqa: PLC0415
+
+    async def read() -> dict[str, Any]:
+        api = KubeApi(build_client(kubeconfig))
+        pod = await api.get(Pod, name, namespace=namespace)
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        fields = f"involvedObject.name={name},involvedObject.namespace={namespace}"
+        if uid:
+            fields += f",involvedObject.uid={uid}"
+        return {
+            "pod": pod,
+            "reservations": (await api.list(ReservationResource)).items,
+            "nodes": (await api.list(Node)).items,
+            "pods": (await api.list(Pod)).items,
+            "events": (await api.list(Event, namespace=namespace, fields=fields)).items,
+        }
+
+    return asyncio.run(read())

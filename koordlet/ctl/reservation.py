@@ -14,7 +14,6 @@ fits only by taking that room; an owner goes into the reservation ``holding.chec
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
 import sys
@@ -40,6 +39,7 @@ from koordapi.reservation.model import (
     is_reserve_pod,
     reservation_affinity,
 )
+from koordlet.ctl import client
 from koordlet.ctl.quota import FAILED_SCHEDULING, shown
 
 NONE = "-"  # not placed, not written
@@ -600,53 +600,6 @@ def render_why(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# -- I/O -------------------------------------------------------------------------------------
-
-
-def read_reservations(kubeconfig: str | None) -> dict[str, list[dict[str, Any]]]:
-    """Every Reservation and every pod of the cluster (the pods say what owners took)."""
-    from lightkube.resources.core_v1 import Pod  # noqa: PLC0415 - only this command needs it
-
-    from koordkube.client import KubeApi, build_client  # noqa: PLC0415
-    from koordkube.resources import Reservation as ReservationResource  # noqa: PLC0415
-
-    async def read() -> dict[str, list[dict[str, Any]]]:
-        api = KubeApi(build_client(kubeconfig))
-        return {
-            "reservations": (await api.list(ReservationResource)).items,
-            "pods": (await api.list(Pod)).items,
-        }
-
-    return asyncio.run(read())
-
-
-def read_pod_scene(namespace: str, name: str, kubeconfig: str | None) -> dict[str, Any]:
-    """What ``koordctl reservation why`` looks at: the pod, every Reservation, Node and pod,
-    and the pod's Events (by its uid too: not those of an earlier pod of that name). The pod
-    missing raises koordkube.errors.NotFound."""
-    from lightkube.resources.core_v1 import Event, Node, Pod  # noqa: PLC0415
-
-    from koordkube.client import KubeApi, build_client  # noqa: PLC0415
-    from koordkube.resources import Reservation as ReservationResource  # noqa: PLC0415
-
-    async def read() -> dict[str, Any]:
-        api = KubeApi(build_client(kubeconfig))
-        pod = await api.get(Pod, name, namespace=namespace)
-        uid = _str(_meta(pod).get("uid"))
-        fields = f"involvedObject.name={name},involvedObject.namespace={namespace}"
-        if uid:
-            fields += f",involvedObject.uid={uid}"
-        return {
-            "pod": pod,
-            "reservations": (await api.list(ReservationResource)).items,
-            "nodes": (await api.list(Node)).items,
-            "pods": (await api.list(Pod)).items,
-            "events": (await api.list(Event, namespace=namespace, fields=fields)).items,
-        }
-
-    return asyncio.run(read())
-
-
 def _why(args: argparse.Namespace) -> int:
     namespace, _, name = str(args.pod).rpartition("/")
     if not namespace or not name:
@@ -656,7 +609,7 @@ def _why(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        scene = read_pod_scene(namespace, name, args.kubeconfig)
+        scene = client.read_reservation_scene(namespace, name, args.kubeconfig)
     except Exception as err:
         print(f"koordctl reservation why: cannot read pod {args.pod}: {err}", file=sys.stderr)
         return 1
@@ -671,7 +624,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "reservation_command", None) == "why":
         return _why(args)
     try:
-        scene = read_reservations(args.kubeconfig)
+        scene = client.read_reservations(args.kubeconfig)
     except Exception as err:
         print(f"koordctl reservation: cannot list Reservations: {err}", file=sys.stderr)
         return 1

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from koordlet import ctl
+from koordlet.ctl import client as ctl_client
 from koordlet.ctl import reservation as reservation_cmd
 from koordlet.ctl.reservation import (
     render_rows,
@@ -441,7 +442,7 @@ def test_run_prints_the_rows_as_json(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(
-        reservation_cmd,
+        ctl_client,
         "read_reservations",
         lambda kubeconfig: {"reservations": RESERVATIONS, "pods": PODS},
     )
@@ -463,7 +464,7 @@ def test_run_why_reads_the_scene_of_the_pod(
         return {"pod": PODS[0], "reservations": RESERVATIONS, "nodes": NODES, "pods": PODS,
                 "events": []}  # fmt: skip
 
-    monkeypatch.setattr(reservation_cmd, "read_pod_scene", scene)
+    monkeypatch.setattr(ctl_client, "read_reservation_scene", scene)
 
     assert ctl.main(["reservation", "why", "teams/web-0", "--kubeconfig", "/k"]) == 0
 
@@ -485,7 +486,7 @@ def test_run_says_when_the_api_server_cannot_be_read(
     def refuse(kubeconfig: str | None) -> dict[str, Any]:
         raise OSError("connection refused")
 
-    monkeypatch.setattr(reservation_cmd, "read_reservations", refuse)
+    monkeypatch.setattr(ctl_client, "read_reservations", refuse)
 
     assert ctl.main(["reservation"]) == 1
     assert capsys.readouterr().err.strip() == (
@@ -531,8 +532,8 @@ def test_read_pod_scene_reads_the_pod_reservations_nodes_pods_and_own_events(
     )
     monkeypatch.setattr(kube_client, "build_client", lambda kubeconfig: api.client())
 
-    scene = reservation_cmd.read_pod_scene("teams", "web-3", "/k")
-    listed = reservation_cmd.read_reservations("/k")
+    scene = ctl_client.read_reservation_scene("teams", "web-3", "/k")
+    listed = ctl_client.read_reservations("/k")
 
     assert scene["pod"]["metadata"]["uid"] == "uid-web-3"
     assert sorted(r["metadata"]["name"] for r in scene["reservations"]) == sorted(
