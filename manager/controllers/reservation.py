@@ -50,7 +50,7 @@ from koordapi.reservation.model import (
 )
 from koordapi.reservation.reservepod import reserve_pod, reserve_pod_name
 from koordkube.client import KubeApi
-from koordkube.errors import AlreadyExists, Conflict, NotFound
+from koordkube.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
 from koordkube.resources import Reservation as ReservationResource
 from manager.controllers.state import ClusterState
 from manager.metrics import ManagerMetrics
@@ -193,6 +193,13 @@ class ReservationController:
                 await self.api.create(Pod, created)
             except AlreadyExists:
                 return
+            except (Forbidden, Invalid, NotFound) as err:  # trying again will not help
+                message = f"reserve pod not created: {err}"
+                if message != reservation.unschedulable_message:
+                    conditions = unschedulable_conditions(reservation, message, now)
+                    await self._write(reservation, {"conditions": conditions}, "unschedulable")
+                    log.warning("Reservation %s: %s", reservation.name, message)
+                return
             self.metrics.reconciles.labels(NAME, "reserve-pod-created").inc()
             meta = created["metadata"]
             log.info(
@@ -202,8 +209,17 @@ class ReservationController:
                 meta["name"],
             )
             return
-        message = _unschedulable_message(pod)
-        if message is None or message == reservation.unschedulable_message:
+        bound = str((pod.get("spec") or {}).get("nodeName") or "")
+        if bound:  # a scheduler that does not call the extender bound it: it cannot hold room
+            await self._delete_reserve_pod(pod)
+            scheduler = (pod.get("spec") or {}).get("schedulerName")
+            message = (
+                f"reserve pod bound to {bound} by scheduler {scheduler}, which does not call "
+                "koord-scheduler's extender: the template's schedulerName must name one that does"
+            )
+        else:
+            message = _unschedulable_message(pod) or ""
+        if not message or message == reservation.unschedulable_message:
             return
         conditions = unschedulable_conditions(reservation, message, now)
         await self._write(reservation, {"conditions": conditions}, "unschedulable")

@@ -279,6 +279,47 @@ def test_kube_schedulers_unschedulable_message_becomes_the_scheduled_condition()
     run(scenario())
 
 
+def test_a_reserve_pod_bound_by_a_scheduler_without_the_extender_is_deleted_and_said() -> None:
+    pending = reservation(phase="Pending", node="")
+    pod = reserve_pod(pending)
+    pod["spec"]["nodeName"] = "node-b"  # default-scheduler bound it: it would run, holding nothing
+    api = cluster(pending, pod)
+
+    async def scenario() -> None:
+        async with watching(api) as h:
+            await h.pass_(45)
+            assert api.calls("delete", POD_PATH)
+            assert api.get("Pod", R_UID, "default") is None
+            (cond,) = h.status()["conditions"]
+            assert (cond["type"], cond["status"], cond["reason"]) == (
+                "Scheduled",
+                "False",
+                "Unschedulable",
+            )
+            assert cond["message"].startswith("reserve pod bound to node-b by scheduler ")
+
+    run(scenario())
+
+
+def test_a_reserve_pod_the_api_server_refuses_is_said_on_the_reservation() -> None:
+    pending = reservation(phase="Pending", node="")
+    pending["spec"]["template"]["metadata"]["namespace"] = "gone-ns"
+    api = cluster(pending)
+    api.fail("create", r"/namespaces/gone-ns/pods$", 404, times=2)
+
+    async def scenario() -> None:
+        async with watching(api) as h:
+            await h.pass_(30)
+            (cond,) = h.status()["conditions"]
+            assert cond["reason"] == "Unschedulable"
+            assert cond["message"].startswith("reserve pod not created: "), cond
+            await h.pass_(40)
+            assert len(api.calls("create", r"/namespaces/gone-ns/pods$")) == 2
+            assert h.writes() == 1  # the same refusal is not written again
+
+    run(scenario())
+
+
 # -- Available: owners ---------------------------------------------------------------------------
 
 
