@@ -71,6 +71,9 @@ spec:
   template:
     metadata: {{labels: {{app: {APP}}}}}
     spec:
+      # the extender's kube-scheduler: a ReservationFirst migration's reserve pod and the
+      # replacement that goes into the Reservation are placed through the extender
+      schedulerName: koord-scheduler
       terminationGracePeriodSeconds: 1
       tolerations:
         - {{key: {TAINT["key"]}, operator: Equal, value: "{TAINT["value"]}", effect: NoSchedule}}

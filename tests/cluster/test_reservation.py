@@ -36,6 +36,7 @@ LABEL = {"koordinator-py.io/test-node": "spare"}
 TAINT = {"key": "koordinator-py.io/reservation-test", "value": "true", "effect": "NoSchedule"}
 MINE = {"koordinator-py.io/test": "reservation"}
 ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
+RESERVE_POD = "scheduling.koordinator.sh/reserve-pod"
 
 
 def spec(cpu: str) -> dict[str, Any]:
@@ -124,9 +125,15 @@ def koordctl(cluster: Cluster, *args: str) -> str:
 
 
 def remove_pods(cluster: Cluster) -> None:
-    """Every pod of the namespace, at once (no kubelet on the spare node confirms an end)."""
+    """Every pod of the namespace, at once (no kubelet on the spare node confirms an end), but
+    the reserve pods of Reservations still Pending (koord-manager keeps them)."""
     cluster.kubectl("delete", "pods", "--all", "-n", NS, "--grace-period=0", "--force", check=False)
-    cluster.wait_for("the test's pods gone", lambda: not cluster.get(PODS)["items"], 60)
+
+    def gone() -> bool:
+        left = cluster.get(PODS)["items"]
+        return all(RESERVE_POD in (p["metadata"].get("annotations") or {}) for p in left)
+
+    cluster.wait_for("the test's pods gone", gone, 60)
 
 
 @pytest.fixture(scope="module")
@@ -230,4 +237,5 @@ def test_an_expired_reservation_gives_its_room_back_to_the_pod_that_waited(
     # tried again at once, not at kube-scheduler's five-minute flush
     placed = cluster.wait_for("the waiter bound", lambda: bound(cluster, "waiter"), 60)
     assert placed["spec"]["nodeName"] == NODE
+    cluster.api("DELETE", f"{RESERVATIONS}/too-big")  # its reserve pod goes with it (owner)
     remove_pods(cluster)
