@@ -136,6 +136,8 @@ class DecisionCache:
         self._loads: dict[str, loadaware.NodeLoad] = {}
         self._cpus: dict[str, cputopology.NodeCPUs | str] = {}
         self._gpus: dict[str, deviceshare.NodeGPUs | None] = {}
+        # a reserved node's free room and reservations' holds (scheduler.reservation)
+        self.holds: dict[str, Any] = {}
 
     def _sync(self, view: ClusterView, args: loadaware.LoadAwareArgs) -> bool:
         """Forget what the view says changed; False when it cannot say (no ChangeFeed)."""
@@ -150,12 +152,14 @@ class DecisionCache:
             self._loads.clear()
             self._cpus.clear()
             self._gpus.clear()
+            self.holds.clear()
         else:
             for name in changed:
                 self._nodes.pop(name, None)
                 self._loads.pop(name, None)
                 self._cpus.pop(name, None)
                 self._gpus.pop(name, None)
+                self.holds.pop(name, None)
         return True
 
     def node_loads(
@@ -206,6 +210,11 @@ class DecisionCache:
             if self._view is view and sent is None:
                 self._cpus[name] = trusted
         return trusted
+
+    def trusts(self, view: ClusterView) -> bool:
+        """Whether per-node results kept for ``view`` hold until its ChangeFeed names the node
+        (call after node_loads has synced)."""
+        return self._view is view
 
     def node_gpus(self, view: ClusterView, name: str) -> deviceshare.NodeGPUs | None:
         """The node's GPUs and what its pods hold of them (None: no Device), trusted like its
@@ -356,7 +365,7 @@ def filter(  # the verb's name; shadows the builtin inside this module only
             (unresolvable if final else failed)[name] = reason
     if held:
         passed = reservation.filter_held(
-            pod, passed, names, sent, view, failed=failed, unresolvable=unresolvable
+            pod, passed, names, sent, view, failed=failed, unresolvable=unresolvable, cache=cache
         )
     if sent is None:
         return _filter_result(None, [names[i] for i in passed], failed, unresolvable)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
+from koordapi.errors import ModelError
 from koordapi.gang.fit import node_rooms
 from koordapi.reservation import holding
 from koordapi.reservation.model import (
@@ -68,19 +69,42 @@ def requires_reservation(pod: Object) -> bool:
     return ANNOTATION_RESERVATION_AFFINITY in annotations and not is_reserve_pod(pod)
 
 
-def node_verdict(pod: Object, name: str, node: Object | None, view: Any) -> holding.Verdict | None:
+def node_holds(
+    name: str, node: Object, view: Any, kept: dict[str, Any] | None = None
+) -> tuple[Mapping[str, int], list[holding.Held]] | None:
+    """The node's free room (allocatable less its pods' requests) and its active
+    reservations' holds; None when none is active there. ``kept``: results by node name to
+    reuse, valid until the view's ChangeFeed names the node (DecisionCache.holds)."""
+    if kept is not None and name in kept:
+        found: tuple[Mapping[str, int], list[holding.Held]] | None = kept[name]
+        return found
+    pods = view.pods_on(name)
+    holds = holding.holds_on_node(view.reservations_on(name), pods)
+    room = node_rooms([node], pods).get(name) if holds else None
+    # no room: a malformed allocatable, which NodeResourcesFit refuses already
+    result = None if room is None else (room.free, holds)
+    if kept is not None:
+        kept[name] = result
+    return result
+
+
+def node_verdict(
+    pod: Object,
+    name: str,
+    node: Object | None,
+    view: Any,
+    *,
+    ask: holding.Ask | None = None,
+    kept: dict[str, Any] | None = None,
+) -> holding.Verdict | None:
     """The pod on one node with reservations; None when none is active there (or the view
     does not know the node: the other checks say so)."""
     if node is None:
         return None
-    pods = view.pods_on(name)
-    holds = holding.holds_on_node(view.reservations_on(name), pods)
-    if not holds:
+    found = node_holds(name, node, view, kept)
+    if found is None:
         return None
-    room = node_rooms([node], pods).get(name)
-    if room is None:  # a malformed allocatable: NodeResourcesFit refuses it already
-        return None
-    return holding.check(pod, room.free, holds)
+    return holding.check(pod, found[0], found[1], ask)
 
 
 def filter_held(
@@ -92,6 +116,7 @@ def filter_held(
     *,
     failed: dict[str, str],
     unresolvable: dict[str, str],
+    cache: Any = None,
 ) -> list[int]:
     """The candidates among ``passed`` (indices into ``names``) that the reservations leave to
     the pod; the others get their reason in ``failed`` (or ``unresolvable``)."""
@@ -99,18 +124,24 @@ def filter_held(
     if not nodes and not required:
         return passed
     verdicts: dict[int, holding.Verdict] = {}
+    try:
+        ask: holding.Ask | None = holding.Ask.of(pod)
+    except ModelError:
+        ask = None  # holding.check says why, on each node
+    # the Node objects a request carries are trusted for that request only
+    kept = cache.holds if cache is not None and sent is None and cache.trusts(view) else None
     for i in passed:
         verdict = None
         if names[i] in nodes:
             node = view.node(names[i]) if sent is None else sent[i]
-            verdict = node_verdict(pod, names[i], node, view)
+            verdict = node_verdict(pod, names[i], node, view, ask=ask, kept=kept)
         if verdict is None and required:  # no reservation here for it to go into
             verdict = _NO_RESERVATION
         if verdict is not None:
             verdicts[i] = verdict
     if not verdicts:
         return passed
-    kept = []
+    left = []
     note = getattr(view, "note_refused", None)
     for i in passed:
         verdict = verdicts.get(i)
@@ -119,14 +150,14 @@ def filter_held(
             if note is not None and not verdict.final:
                 note(pod_key(pod), names[i])
         else:
-            kept.append(i)
-    into = [i for i in kept if i in verdicts and verdicts[i].into is not None]
-    if into and len(into) < len(kept):
-        for i in kept:
+            left.append(i)
+    into = [i for i in left if i in verdicts and verdicts[i].into is not None]
+    if into and len(into) < len(left):
+        for i in left:
             if i not in into:
                 failed[names[i]] = REASON_RESERVED_ELSEWHERE
         return into
-    return kept
+    return left
 
 
 def bind_annotations(pod: Object, node_name: str, view: Any) -> tuple[dict[str, str], str]:

@@ -215,20 +215,43 @@ class Verdict:
 FITS = Verdict()
 
 
-def check(pod: Object, free: Mapping[str, int], holds: Sequence[Held]) -> Verdict:
+@dataclass(frozen=True)
+class Ask:
+    """What ``check`` reads of the pod, read once for every node of a call."""
+
+    request: Mapping[str, int]
+    affinity: Affinity | None
+    ignored: bool
+    reserve: bool
+
+    @classmethod
+    def of(cls, pod: Object) -> Ask:
+        """Raises ModelError for a malformed amount or reservation-affinity annotation."""
+        return cls(
+            request_of(pod),
+            reservation_affinity(pod),
+            ignores_reservations(pod),
+            is_reserve_pod(pod),
+        )
+
+
+def check(
+    pod: Object, free: Mapping[str, int], holds: Sequence[Held], ask: Ask | None = None
+) -> Verdict:
     """Whether ``pod`` fits a node whose room not taken by pods is ``free`` and whose
     reservations are ``holds`` (Koordinator's Reservation Filter with the part of
-    NodeResourcesFit that sees reserve pods)."""
+    NodeResourcesFit that sees reserve pods); ``ask``: the pod's ``Ask.of``, when the caller
+    checks it on many nodes."""
     if not holds:
         return FITS
     try:
-        affinity = reservation_affinity(pod)
-        request = request_of(pod)
+        ask = ask or Ask.of(pod)
     except ModelError as err:
         return Verdict(f"{RESERVATION_REASON_PREFIX}{err}", final=True)
-    if ignores_reservations(pod) and affinity is None:
+    affinity, request = ask.affinity, ask.request
+    if ask.ignored and affinity is None:
         return FITS  # it may use any reservation's room, and is nobody's owner
-    usable = [] if is_reserve_pod(pod) else [h for h in holds if can_use(pod, h, affinity)]
+    usable = [] if ask.reserve else [h for h in holds if can_use(pod, h, affinity)]
     if affinity is not None and not usable:
         return Verdict(REASON_AFFINITY, final=True)
     # Without affinity, a reservation holding none of what the pod asks for is not one to go

@@ -30,7 +30,7 @@ from koordapi.reservation.model import (
 )
 from koordapi.reservation.reservepod import reserve_pod
 from koordkube.resources import object_key
-from scheduler.extender import StaticClusterView, bind_decision, filter
+from scheduler.extender import DecisionCache, StaticClusterView, bind_decision, filter
 from scheduler.reservation import REASON_RESERVED_ELSEWHERE
 from scheduler.server import ExtenderServer
 from scheduler.state import InformerClusterView
@@ -175,6 +175,20 @@ def test_a_pod_that_ignores_reservations_may_use_their_room() -> None:
     ignoring = pod("batch", "3500m", "1Gi", labels={LABEL_RESERVATION_IGNORED: "true"})
     assert filtered(ignoring, cluster(reservation()))["NodeNames"] == NAMES
     assert filtered(pod("batch", "3500m", "1Gi"), cluster(reservation()))["NodeNames"] == ["node-b"]
+
+
+def test_a_kept_decision_cache_sees_the_reservation_consumed_once_the_node_changes() -> None:
+    # allocated once: the owner's bind ends the hold; the server keeps one DecisionCache, so
+    # the node's holds are kept between calls until the view's ChangeFeed names the node
+    view, cache = cluster(reservation(once=True)), DecisionCache()
+    other = pod("other", "1800m", "1Gi")  # 100m more than the reservation leaves
+    args = {"Pod": other, "Nodes": None, "NodeNames": NAMES}
+    assert filter(args, view, NOW, cache=cache)["FailedNodes"] == {"node-a": "Insufficient cpu"}
+    assert filter(args, view, NOW, cache=cache)["FailedNodes"] == {"node-a": "Insufficient cpu"}
+    owner = pod("web-0", "1", "1Gi", owner=True)
+    view.bind(owner, "node-a", NOW, annotations=bind_decision(owner, "node-a", view).annotations)
+    # 4000m - 1000m = 3000m not taken by pods, nothing held: the 1800m pod fits
+    assert filter(args, view, NOW, cache=cache)["NodeNames"] == NAMES
 
 
 # -- owners ----------------------------------------------------------------------------------
