@@ -23,7 +23,8 @@ evicted. The product runs as installed, with the chart's ServiceAccount and RBAC
   Forbidden.
 
 At the end the chart's values are restored (LowNodeLoad off again) and the namespace, the
-jobs and the second node are removed.
+jobs and the second node are removed. Control-plane behaviour only: it runs in the containerd
+1.7 tier (test_reservation runs in the 2.1 tier; the two tiers' budgets).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from tests.cluster.helm import NAMESPACE
 from tests.cluster.othernode import OtherNode
 from tests.cluster.product import VALUES
 from tests.e2e.harness import images, paths
+
+pytestmark = pytest.mark.cluster_tier("1.7")  # control plane only: run once
 
 NS = "koord-deschedule"
 APP = "hot-web"
