@@ -237,6 +237,9 @@ def _follow(path: Path, done: threading.Event, prefix: str) -> None:
     pending = b""
     with path.open("rb") as f:
         while True:
+            # read after looking at done: what was written before done was set is read before
+            # returning (looking after an empty read could miss a last write in between)
+            finished = done.is_set()
             chunk = f.read(65536)
             if chunk:
                 *lines, pending = (pending + chunk).split(b"\n")
@@ -244,7 +247,7 @@ def _follow(path: Path, done: threading.Event, prefix: str) -> None:
                     head = prefix.encode()
                     sys.stdout.buffer.write(b"".join(head + line + b"\n" for line in lines))
                     sys.stdout.buffer.flush()
-            elif done.is_set():
+            elif finished:
                 if pending:
                     sys.stdout.buffer.write(prefix.encode() + pending + b"\n")
                     sys.stdout.buffer.flush()

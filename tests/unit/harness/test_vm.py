@@ -180,6 +180,29 @@ def fake_vm(
     return seen
 
 
+class DoneRightAfterAWrite:
+    """A done event set, by the guest's last write, between the follower's read that found
+    nothing and its look at the event: the window a busy machine opened once in CI."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+
+    def is_set(self) -> bool:
+        with self.out.open("a") as f:
+            f.write("last words\n")
+        self.is_set = lambda: True  # type: ignore[method-assign]
+        return True
+
+
+def test_the_follower_copies_what_was_written_just_before_done(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    out.write_text("")
+    vm._follow(out, DoneRightAfterAWrite(out), "[v2] ")  # type: ignore[arg-type]
+    assert capsys.readouterr().out == "[v2] last words\n"
+
+
 def test_a_kernel_death_under_the_command_runs_it_once_more_and_keeps_the_console(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
