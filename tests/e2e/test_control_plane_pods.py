@@ -71,12 +71,14 @@ APPS = (
     Kind("apps", "v1", "StatefulSet", "statefulsets", True, status=True),
 )
 # One replica each; the descheduler's LowNodeLoad on, quick to act (a node above 50 % cpu in
-# one round is hot), every 2 s.
+# one round is hot), every 2 s; its jobs evict directly (no kube-scheduler or extender here to
+# place a ReservationFirst job's Reservation: the cluster tier runs those).
 VALUES = {
     "manager": {"replicas": 1},
     "descheduler": {
         "replicas": 1,
         "deschedulingInterval": "2s",
+        "migrationController": {"args": {"defaultJobMode": "EvictDirectly"}},
         "lowNodeLoad": {
             "enabled": True,
             "args": {
