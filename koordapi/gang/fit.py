@@ -103,7 +103,7 @@ def node_rooms(
     return rooms
 
 
-def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     """v1helper.TolerationsTolerateTaint for one toleration (an empty effect matches all)."""
     effect = toleration.get("effect") or ""
     if effect and effect != taint.get("effect"):
@@ -189,7 +189,7 @@ def unfit_reason(needs: Needs, room: NodeRoom, request: Mapping[str, int]) -> st
         return "node(s) didn't match Pod's node affinity/selector"
     for taint in room.taints:
         if taint.get("effect") in _BLOCKING and not any(
-            _tolerates(t, taint) for t in needs.tolerations
+            tolerates(t, taint) for t in needs.tolerations
         ):
             return "node(s) had untolerated taint"
     return ", ".join(f"Insufficient {name}" for name in room.short_of(request))

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from koordapi.errors import ModelError
-from koordapi.gang.fit import request_of
+from koordapi.gang.fit import request_of, tolerates
 from koordapi.quota.model import Resources
 from koordapi.reservation.model import (
     POLICY_RESTRICTED,
@@ -111,21 +111,6 @@ def held_total(holds: Iterable[Held], but: str = "") -> Resources:
     return total
 
 
-def _tolerated(taint: Mapping[str, object], tolerations: Sequence[Mapping[str, object]]) -> bool:
-    for t in tolerations:
-        effect = t.get("effect") or ""
-        if effect and effect != taint.get("effect"):
-            continue
-        key = t.get("key") or ""
-        if key and key != taint.get("key"):
-            continue
-        if t.get("operator") == "Exists":
-            return True
-        if key and str(t.get("value") or "") == str(taint.get("value") or ""):
-            return True
-    return False
-
-
 def can_use(pod: Object, held: Held, affinity: Affinity | None) -> bool:
     """Whether the pod may go into this reservation (checkReservationMatchedOrIgnored): it is
     Available, not consumed, and the pod is one of its owners; then an affinity naming a
@@ -141,12 +126,13 @@ def can_use(pod: Object, held: Held, affinity: Affinity | None) -> bool:
         return not r.unschedulable
     if affinity.name:
         return affinity.name == r.name
-    if r.unschedulable and not any(_tolerated(_UNSCHEDULABLE, [t]) for t in affinity.tolerations):
+    if r.unschedulable and not any(tolerates(t, _UNSCHEDULABLE) for t in affinity.tolerations):
         return False
     untolerated = [
         t
         for t in r.taints
-        if t.get("effect") in _BLOCKING and not _tolerated(t, affinity.tolerations)
+        if t.get("effect") in _BLOCKING
+        and not any(tolerates(tol, t) for tol in affinity.tolerations)
     ]
     return not untolerated and affinity.matches(r)
 
