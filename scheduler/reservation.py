@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from koordapi.errors import ModelError
 from koordapi.gang.fit import node_rooms
+from koordapi.gang.spec import pod_key
 from koordapi.reservation import holding
 from koordapi.reservation.model import (
     ANNOTATION_RESERVATION_AFFINITY,
@@ -45,11 +46,6 @@ class ReservationView(Protocol):
 
     def reservations_on(self, name: str) -> Sequence[Reservation]:
         """The Reservations placed on the node (active or not)."""
-
-
-def pod_key(pod: Object) -> str:
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def held_nodes(view: object) -> Collection[str]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from koordapi.errors import ModelError
 from koordapi.gang.fit import request_of, tolerates
+from koordapi.gang.spec import pod_key
 from koordapi.quota.model import Resources
 from koordapi.reservation.model import (
     POLICY_RESTRICTED,
@@ -58,11 +59,6 @@ class Held:
         return self.reservation.allocate_once and bool(self.owners)
 
 
-def _pod_key(pod: Object) -> str:
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
 def holds_on_node(reservations: Iterable[Reservation], pods: Iterable[Object]) -> list[Held]:
     """The active reservations among ``reservations`` (those placed on the node, the caller's
     choice) with what the node's ``pods`` allocated in each (their reservation-allocated
@@ -84,7 +80,7 @@ def holds_on_node(reservations: Iterable[Reservation], pods: Iterable[Object]) -
         for name, amount in request.items():
             if name != PODS and name in active[where[1]].allocatable:  # quotav1.Mask
                 mine[name] = mine.get(name, 0) + amount
-        owners[where[1]].append(_pod_key(pod))
+        owners[where[1]].append(pod_key(pod))
     held = []
     for uid, r in sorted(active.items(), key=lambda item: item[1].name):
         allocated = taken[uid]
