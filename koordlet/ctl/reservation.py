@@ -24,7 +24,7 @@ from typing import Any
 
 from koordapi.errors import ModelError
 from koordapi.gang.fit import Needs, NodeRoom, node_rooms, request_of, unfit_reason
-from koordapi.gang.spec import format_time, parse_time
+from koordapi.gang.spec import format_time, parse_time, pod_key
 from koordapi.reservation import holding
 from koordapi.reservation.model import (
     ANNOTATION_RESERVATION_AFFINITY,
@@ -60,10 +60,6 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
-
-
-def _key(pod: Mapping[str, Any]) -> str:
-    return f"{_str(_meta(pod).get('namespace'))}/{_str(_meta(pod).get('name'))}"
 
 
 def _node_of(pod: Mapping[str, Any]) -> str:
@@ -315,7 +311,7 @@ def _taints(r: Reservation) -> str:
 
 def _same(pod: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
     uid, other_uid = _str(_meta(pod).get("uid")), _str(_meta(other).get("uid"))
-    return uid == other_uid if uid and other_uid else _key(pod) == _key(other)
+    return uid == other_uid if uid and other_uid else pod_key(pod) == pod_key(other)
 
 
 def _affinity_text(affinity: Affinity) -> str:
@@ -502,7 +498,7 @@ def why_report(
     node = _node_of(pod)
     parsed, _ = _parse(reservations)
     report: dict[str, Any] = {
-        "pod": _key(pod),
+        "pod": pod_key(pod),
         "phase": phase,
         "node": node or None,
         "allocated": None,
