@@ -12,8 +12,8 @@ import json
 import sys
 from dataclasses import dataclass
 
+import koordctl as ctl
 from koordapi import keys
-from koordlet import ctl
 from tests.e2e.harness import paths
 from tests.e2e.harness.cgroups import CgroupValues, allowed_cpus, shares_to_weight
 from tests.e2e.harness.containerd import ContainerdError

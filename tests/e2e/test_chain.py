@@ -20,8 +20,8 @@ from typing import Any
 
 from koordapi import keys
 from koordapi.quantity import parse_quantity
-from koordlet.ctl import status as chain
-from koordlet.ctl.client import fetch
+from koordctl import status as chain
+from koordctl.client import fetch
 from manager.app import Manager, ManagerOptions
 from scheduler import extender
 from tests.e2e.harness.cri import ContainerSpec, PodSpec

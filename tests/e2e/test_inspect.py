@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from koordapi import keys
-from koordlet.ctl.inspect import render_inspect
+from koordctl.inspect import render_inspect
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess
 from tests.e2e.harness.node import Node

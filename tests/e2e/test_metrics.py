@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+import koordctl as ctl
 from koordapi import keys
-from koordlet import ctl
-from koordlet.ctl import client
+from koordctl import client
 from koordlet.koordseries import NOT_MEASURED
 from koordlet.metrics import MILLISECOND_HISTOGRAMS
 from tests.e2e.harness import paths

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from koordapi import keys
-from koordlet.ctl.explain import render_explain
+from koordctl.explain import render_explain
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess
 from tests.e2e.harness.node import Node

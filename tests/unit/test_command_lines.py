@@ -291,7 +291,7 @@ def test_the_four_commands_share_one_logging_set_up() -> None:
     root = Path(__file__).resolve().parents[2]
     for path in (
         "koordlet/cli.py",
-        "koordlet/ctl/__init__.py",
+        "koordctl/__init__.py",
         "manager/cli.py",
         "scheduler/cli.py",
         "descheduler/cli.py",

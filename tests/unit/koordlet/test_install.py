@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from koordlet import ctl
+import koordctl as ctl
 from koordlet.install.containerd import (
     ContainerdConfigError,
     parse_version,

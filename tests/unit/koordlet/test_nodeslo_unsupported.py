@@ -16,8 +16,8 @@ from koordapi import unsupported
 from koordapi.features import FeatureGates
 from koordapi.nodeslo import NodeSLOSpec
 from koordapi.unsupported import READ_EXTENSIONS
+from koordctl import doctor
 from koordlet.config import Config
-from koordlet.ctl import doctor
 from koordlet.daemon import Koordlet
 from koordlet.metrics import KoordletMetrics
 from koordlet.qosmanager import schedlatency

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+import koordctl as ctl
 from koordapi import keys
 from koordapi.duration import format_go_duration
-from koordlet import ctl
 from koordlet.executor import Executor
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.metrics import KoordletMetrics

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from koordctl.explain import render_explain
 from koordlet.applying import Applier
-from koordlet.ctl.explain import render_explain
 from koordlet.executor import CgroupWrite, Executor
 from koordlet.executor.resctrl import Resctrl
 from koordlet.metriccache import MetricCache

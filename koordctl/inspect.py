@@ -9,8 +9,8 @@ import sys
 import urllib.parse
 from typing import Any
 
-from koordlet.ctl import client
-from koordlet.ctl.render import QOS_ORDER, cores, latency, live, percent, ratio
+from koordctl import client
+from koordctl.render import QOS_ORDER, cores, latency, live, percent, ratio
 
 
 def _class_rank(qos: str) -> tuple[int, str]:

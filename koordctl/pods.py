@@ -7,8 +7,8 @@ import json
 import sys
 from typing import Any
 
-from koordlet.ctl import client
-from koordlet.ctl.render import QOS_ORDER, mib
+from koordctl import client
+from koordctl.render import QOS_ORDER, mib
 
 
 def render_pods(pods: list[dict[str, Any]]) -> str:

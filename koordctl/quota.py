@@ -3,7 +3,7 @@ request, marked where a quota is being reclaimed (used over runtime) or over its
 ``koordctl quota why NAMESPACE/POD``: why a pod of a quota or a gang is not running.
 
 Both read the API server (``--kubeconfig``, in-cluster credentials or ``~/.kube/config``)
-through ``koordlet.ctl.client``; everything else here is pure: functions that take the
+through ``koordctl.client``; everything else here is pure: functions that take the
 objects as the API server sends them (dicts) and return rows, reports and text.
 
 The tree is the one Koordinator's labels draw (apis/extension/elastic_quota.go): a quota sits
@@ -42,7 +42,7 @@ from koordapi.quota.model import (
 )
 from koordapi.quota.runtime import format_amount
 from koordapi.quota.topology import QuotaTopology, quota_name_of_pod, quota_of_pod
-from koordlet.ctl import client
+from koordctl import client
 
 # The scheduling gate koord-manager's pod webhook puts on a gang member; its gang controller
 # removes it once the whole gang fits.

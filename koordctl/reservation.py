@@ -39,8 +39,8 @@ from koordapi.reservation.model import (
     is_reserve_pod,
     reservation_affinity,
 )
-from koordlet.ctl import client
-from koordlet.ctl.quota import FAILED_SCHEDULING, shown
+from koordctl import client
+from koordctl.quota import FAILED_SCHEDULING, shown
 
 NONE = "-"  # not placed, not written
 NEVER = "never"

@@ -18,21 +18,21 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+import koordctl as ctl
+from koordctl import client
+from koordctl.explain import render_explain
+from koordctl.explain_pod import render_manager, render_scheduler
 from koordkube.probes import serve_probes
-from koordlet import ctl
-from koordlet.ctl import client
-from koordlet.ctl.explain import render_explain
-from koordlet.ctl.explain_pod import render_manager, render_scheduler
 from manager.webhooks.admission import AdmissionResponse, parse_review
 from manager.webhooks.audit import AdmissionAudit
 from scheduler.audit import BindAudit
-from tests.unit.koordlet.ctl.test_ctl import explain_data
+from tests.unit.koordctl.test_ctl import explain_data
 from tests.unit.manager.webhooks import builders
 
 NOW = 1700000000.0
 AT = time.strftime("%H:%M:%S", time.localtime(NOW))
 PATCH = [{"op": "add", "path": "/metadata/labels/koordinator.sh~1qosClass", "value": "BE"}]
-DOCS = Path(__file__).resolve().parents[4] / "docs"
+DOCS = Path(__file__).resolve().parents[3] / "docs"
 KOORDLET = explain_data([])  # pod default/job, uid u-job
 
 MANAGER_TEXT = f"""\

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from koordlet import ctl
-from koordlet.ctl import client, render
-from koordlet.ctl import inspect as inspect_cmd
+import koordctl as ctl
+from koordctl import client, render
+from koordctl import inspect as inspect_cmd
 from koordlet.metrics import KoordletMetrics
 from koordlet.server import StatusServer
 from tests.unit.koordlet.test_statusapi import make_views

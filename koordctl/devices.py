@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from koordapi.device import TYPE_GPU, build_device, gpu_labels
+from koordctl.render import mib
 from koordlet.collectors.devices import DeviceInventory, DeviceNVML, Inventory
-from koordlet.ctl.render import mib
 
 HEADER = ("TYPE", "MINOR", "UUID/ID", "HEALTH", "MEMORY", "NUMA", "PCIE", "BUS")
 

@@ -33,11 +33,11 @@ from importlib.metadata import version
 from typing import Any
 
 from koordapi import logsetup
-from koordlet.ctl.client import DEFAULT_ADDR
+from koordctl.client import DEFAULT_ADDR
 from koordlet.states.pods import DEFAULT_KUBE_DIR, parse_kube_dir
 from nri_plugin import DEFAULT_SOCKET_PATH
 
-# Each subcommand's module (koordlet.ctl.<module>, imported when the command runs) has
+# Each subcommand's module (koordctl.<module>, imported when the command runs) has
 # ``run(args) -> int``.
 COMMANDS = {
     "nri-events": "nri_events",
@@ -58,7 +58,7 @@ COMMANDS = {
 
 def run(args: argparse.Namespace) -> int:
     """Run the parsed subcommand."""
-    module = importlib.import_module(f"koordlet.ctl.{COMMANDS[args.command]}")
+    module = importlib.import_module(f"koordctl.{COMMANDS[args.command]}")
     return int(module.run(args))
 
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from koordlet import ctl
-from koordlet.ctl import client as ctl_client
-from koordlet.ctl import reservation as reservation_cmd
-from koordlet.ctl.reservation import (
+import koordctl as ctl
+from koordctl import client as ctl_client
+from koordctl import reservation as reservation_cmd
+from koordctl.reservation import (
     render_rows,
     render_why,
     reservation_rows,

@@ -17,7 +17,7 @@ import time
 import urllib.parse
 from typing import Any
 
-from koordlet.ctl import client
+from koordctl import client
 
 MANAGER_ENV = "KOORD_MANAGER_URL"
 SCHEDULER_ENV = "KOORD_SCHEDULER_URL"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from koordlet import ctl
+import koordctl as ctl
 from koordlet.collectors import devices as devices_mod
 from tests.unit.koordlet.collectors.fake_nvml import (
     NVML_ERROR_LIBRARY_NOT_FOUND,

@@ -7,7 +7,7 @@ import json
 import sys
 import urllib.parse
 
-from koordlet.ctl import client
+from koordctl import client
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from koordlet import ctl
-from koordlet.ctl.explain import render_explain
+import koordctl as ctl
+from koordctl.explain import render_explain
 
 
 def test_nri_events_refuses_a_bad_index_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:

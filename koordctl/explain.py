@@ -1,6 +1,6 @@
 """``koordctl explain``: a pod's applied values, NRI conflicts and the QoS actions behind them,
 and with ``--manager URL``/``--scheduler URL`` koord-manager's admission decisions and
-koord-scheduler's binds for the pod (``koordlet.ctl.explain_pod``); ``explain node NAME``: a
+koord-scheduler's binds for the pod (``koordctl.explain_pod``); ``explain node NAME``: a
 Node's batch and mid resources and koord-manager's explanation, and with ``--descheduler URL``
 (or $KOORD_DESCHEDULER_URL) koord-descheduler's last round's view of the node (its GET
 /explain/nodes/NAME)."""
@@ -15,8 +15,8 @@ import time
 import urllib.parse
 from typing import Any
 
-from koordlet.ctl import client
-from koordlet.ctl.render import cores, mib
+from koordctl import client
+from koordctl.render import cores, mib
 
 DESCHEDULER_ENV = "KOORD_DESCHEDULER_URL"
 
@@ -189,6 +189,6 @@ def explain_node(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.pod == "node" and args.name:
         return explain_node(args)
-    from koordlet.ctl.explain_pod import explain_pod  # noqa: PLC0415
+    from koordctl.explain_pod import explain_pod  # noqa: PLC0415
 
     return explain_pod(args, render_explain)

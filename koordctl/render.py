@@ -6,7 +6,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from koordlet.ctl.client import KoordletUnreachable
+from koordctl.client import KoordletUnreachable
 
 QOS_ORDER = ("LSE", "LSR", "LS", "BE", "SYSTEM", "none")
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+import koordctl as ctl
 from koordapi import keys
 from koordapi.explanation import ANNOTATION_NODE_RESOURCE_EXPLANATION
-from koordlet import ctl
-from koordlet.ctl import client
-from koordlet.ctl import status as chain
+from koordctl import client
+from koordctl import status as chain
 
 LOCAL_NODE: dict[str, Any] = {
     "name": "node-1",

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from koordlet import ctl
-from koordlet.ctl import client
-from koordlet.ctl.explain import render_descheduler
+import koordctl as ctl
+from koordctl import client
+from koordctl.explain import render_descheduler
 
 REASON = "node is overutilized, node cpu usage(75.00%)>threshold(50.00%)"
 JOB = "617a45fb-6fbc-49c2-9d0c-84a9afae6bed"
@@ -85,7 +85,7 @@ descheduler: node hot, last round 2023-11-14T22:13:20Z
     {JOB}  Running  default/web-0  {REASON}"""
 
 NODE = {"metadata": {"name": "hot"}, "status": {"allocatable": {"kubernetes.io/batch-cpu": "2"}}}
-DOCS = Path(__file__).resolve().parents[4] / "docs"
+DOCS = Path(__file__).resolve().parents[3] / "docs"
 
 
 class Descheduler:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from koordlet.ctl import client
-from koordlet.ctl.render import QOS_ORDER, cores, live, mib
+from koordctl import client
+from koordctl.render import QOS_ORDER, cores, live, mib
 
 
 def render_top(node: dict[str, Any], pods: list[dict[str, Any]]) -> str:

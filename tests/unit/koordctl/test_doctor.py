@@ -19,20 +19,20 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
+import koordctl as ctl
 from koordapi.features import NOT_IMPLEMENTED, FeatureGates
-from koordlet import ctl
+from koordctl import doctor
+from koordctl.doctor import Check, DoctorConfig, Status
 from koordlet.cli import build_parser
 from koordlet.collectors import gpu
 from koordlet.collectors.base import CollectorUnavailable
-from koordlet.ctl import doctor
-from koordlet.ctl.doctor import Check, DoctorConfig, Status
 from koordlet.executor import coresched
 from koordlet.metrics import KoordletMetrics
 from tests.unit.koordlet.collectors import fake_nvml
 from tests.unit.koordlet.collectors.fake_nvml import FakeGPU, FakeNVML
 from tests.unit.koordlet.collectors.test_rdma import PF0, FakeSysfs
 
-REAL_CONTAINERD = Path(__file__).parents[3] / ".cache/containerd/usr/bin/containerd"
+REAL_CONTAINERD = Path(__file__).resolve().parents[3] / ".cache/containerd/usr/bin/containerd"
 CHECK_NAMES = [name for name, _, _ in doctor.CHECKS]
 ENABLED = """\
 version = 2

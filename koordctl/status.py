@@ -2,7 +2,7 @@
 NodeSLO → applied values, assembled from koordlet's API and (when reachable) the API server.
 
 Pure functions over the JSON both sides serve: ``assemble`` builds the status object (also
-what ``--json`` prints), ``render`` the text. ``run`` reads both through ``koordlet.ctl.client``.
+what ``--json`` prints), ``render`` the text. ``run`` reads both through ``koordctl.client``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from koordapi.explanation import ANNOTATION_NODE_RESOURCE_EXPLANATION, MANAGED_RESOURCES
-from koordlet.ctl import client
+from koordctl import client
 
 CHAIN_RESOURCES = MANAGED_RESOURCES
 QOS_CLASSES = ("lseClass", "lsrClass", "lsClass", "beClass")

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from koordlet import ctl
-from koordlet.ctl import client
-from koordlet.ctl import quota as quota_cmd
-from koordlet.ctl.quota import quota_row, quota_rows, render_tree, render_why, why_report
+import koordctl as ctl
+from koordctl import client
+from koordctl import quota as quota_cmd
+from koordctl.quota import quota_row, quota_rows, render_tree, render_why, why_report
 
 PARENT = "quota.scheduling.koordinator.sh/parent"
 TREE_ID = "quota.scheduling.koordinator.sh/tree-id"
