@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from koordapi import keys
-from koordlet.collectors.base import Collector, CollectorRunner
+from koordlet.collectors.base import Collector, CollectorRunner, Derived
 from koordlet.collectors.be import BECollector
 from koordlet.collectors.node import NodeCollector
 from koordlet.collectors.pods import PodCollector
@@ -82,19 +82,17 @@ def cycle_cost(containers: int, cycles: int) -> float:
         root = Path(tmp)
         pods = fake_node(root, containers)
         cache = MetricCache()
-        collectors: list[Collector] = [
+        collectors: list[Collector | Derived] = [
             NodeCollector(),  # the real /proc: the node's own part is the same for any count
             PodCollector(pods.snapshot, root / "cgroup", cgroup_version=1),
             BECollector(pods.snapshot, root / "cgroup", cgroup_version=1),
-            SystemCollector(cache),
+            SystemCollector(),
         ]
         runner = CollectorRunner(collectors, cache)
-        for c in collectors:
-            runner.run_once(c)  # first pass: baselines for the rates
+        runner.run_pass(collectors)  # first pass: baselines for the rates
         start = time.perf_counter()
         for _ in range(cycles):
-            for c in collectors:
-                runner.run_once(c)
+            runner.run_pass(collectors)
         elapsed = time.perf_counter() - start
         for name, health in runner.health.items():
             if health.errors:

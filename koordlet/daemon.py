@@ -255,7 +255,7 @@ class Koordlet:
                 kube_dir=c.cgroup_kube_dir,
                 interval=c.collect_interval,
             ),
-            SystemCollector(self.cache, interval=c.collect_interval),
+            SystemCollector(interval=c.collect_interval),
             NetworkCollector(
                 pods, proc_root=c.proc_root, cgroup_root=c.cgroup_root, interval=c.collect_interval
             ),

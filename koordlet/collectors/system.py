@@ -1,23 +1,27 @@
-"""Usage outside the pods: node usage - Σ pod usage, from what the metric cache already holds.
+"""Usage outside the pods: node usage - Σ pod usage, of the same collection pass.
 
 ``sys_cpu_usage`` (cores) = node_cpu_usage - Σ pod_cpu_usage, ``sys_memory_usage`` (bytes) =
-node_memory_usage - Σ pod_memory_usage, each clamped at 0 (the node and pod readings are
-not taken at the same instant, so a busy node can show pods briefly above the node).
+node_memory_usage - Σ pod_memory_usage, each clamped at 0, from the samples the node and pod
+collectors read in this pass (the runner runs them first, at the same instant; see
+``collectors.base``). An earlier version read the newest samples from the metric cache: those
+could be a node sample of one moment against pod samples of another, and a system usage above
+the node's (1.37 cores on a node using 1.08) showed in ``koordctl top``. Now a system sample
+is never above the node sample of its pass.
 
-Only fresh samples count: the node sample and each pod sample must be at most ``max_age``
-old (2 * interval by default, the QoS manager's "fresh" rule). A stale node sample means no
-sample for that resource; a stale pod series (a pod that is gone, or whose cgroup could not
-be read) is left out of the sum. Host applications and per-NUMA system usage are not
-subtracted or computed here. This collector reads only the cache, never files.
+No node sample in this pass (its read failed) means no system sample for that resource; a
+pod whose read failed in this pass is left out of the sum (its usage counts as system then,
+never more than the node's). Host applications and per-NUMA system usage are not subtracted or
+computed here. This collector reads nothing itself.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
-from koordlet.metriccache import MetricCache, Sample
+from koordlet.metriccache import Sample
 
-STALE_NODE = "stale-node-sample"
+NO_NODE_SAMPLE = "no-node-sample"
 
 # (system metric, node metric, pod metric)
 _RESOURCES = (
@@ -31,25 +35,23 @@ class SystemCollector:
 
     name = "system"
 
-    def __init__(
-        self, cache: MetricCache, *, interval: float = 1.0, max_age: float | None = None
-    ) -> None:
-        self.cache = cache
+    def __init__(self, *, interval: float = 1.0) -> None:
         self.interval = interval
-        self.max_age = 2 * interval if max_age is None else max_age
         self.skipped: Counter[str] = Counter()
 
-    def collect(self, now: float) -> list[Sample]:
-        samples = []
+    def derive(self, now: float, samples: Sequence[Sample]) -> list[Sample]:
+        node: dict[str, float] = {}
+        pods: dict[str, float] = {}
+        for sample in samples:
+            if not sample.labels and sample.name.startswith("node_"):
+                node[sample.name] = sample.value
+            elif sample.name.startswith("pod_"):
+                pods[sample.name] = pods.get(sample.name, 0.0) + sample.value
+        found = []
         for system_name, node_name, pod_name in _RESOURCES:
-            node = self.cache.last(node_name, {}, now, self.max_age)
-            if node is None:
-                self.skipped[STALE_NODE] += 1
+            if node_name not in node:
+                self.skipped[NO_NODE_SAMPLE] += 1
                 continue
-            pods = 0.0
-            for _, series_labels in self.cache.series(pod_name):
-                value = self.cache.last(pod_name, series_labels, now, self.max_age)
-                if value is not None:
-                    pods += value
-            samples.append(Sample(system_name, {}, now, max(0.0, node - pods)))
-        return samples
+            value = max(0.0, node[node_name] - pods.get(pod_name, 0.0))
+            found.append(Sample(system_name, {}, now, value))
+        return found
