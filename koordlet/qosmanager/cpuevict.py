@@ -98,6 +98,30 @@ def usage_high_enough(usage: float, limit: float, threshold: int | None) -> bool
     return usage / limit >= (BE_USAGE_THRESHOLD_PERCENT if threshold is None else threshold) / 100
 
 
+def node_thresholds(config: Mapping[str, Any]) -> tuple[int, int]:
+    """CPUEvict's (threshold%, lower%); raises ValueError when they are unset or make no sense
+    (lower defaults to threshold - 2)."""
+    threshold = config.get("cpuEvictThresholdPercent")
+    if threshold is None or config.get("evictEnabledPriorityThreshold") is None:
+        raise ValueError("cpuEvictThresholdPercent and evictEnabledPriorityThreshold must be set")
+    lower = config.get("cpuEvictLowerPercent")
+    lower = threshold - RELEASE_BUFFER_PERCENT if lower is None else lower
+    if lower >= threshold:
+        raise ValueError(f"cpuEvictLowerPercent {lower} must be under the threshold {threshold}")
+    return int(threshold), int(lower)
+
+
+def node_usage_release(
+    avg_cores: float, capacity_milli: int, threshold: int, lower: int
+) -> tuple[int, int]:
+    """(window-average node CPU as a whole percent of capacity, milli-cores to release): the
+    release is 0 under the threshold, else capacity x (usage% - lower%)."""
+    percent = int(avg_cores * 1000) * 100 // capacity_milli
+    if percent < threshold:
+        return percent, 0
+    return percent, capacity_milli * (percent - lower) // 100
+
+
 class CPUEvict(EvictStrategy):
     name = NAME
     features = FEATURES
@@ -219,22 +243,18 @@ class CPUEvict(EvictStrategy):
                          reason, inputs)  # fmt: skip
 
     def _node_task(self, ctx: Context, config: Mapping[str, Any], window: float) -> EvictTask | str:
-        threshold = config.get("cpuEvictThresholdPercent")
-        limit = config.get("evictEnabledPriorityThreshold")
-        if threshold is None or limit is None:
-            return "cpuEvictThresholdPercent and evictEnabledPriorityThreshold must be set"
-        lower = config.get("cpuEvictLowerPercent")
-        lower = threshold - RELEASE_BUFFER_PERCENT if lower is None else lower
-        if lower >= threshold:
-            return f"cpuEvictLowerPercent {lower} must be under the threshold {threshold}"
+        try:
+            threshold, lower = node_thresholds(config)
+        except ValueError as err:
+            return str(err)
+        limit = int(config["evictEnabledPriorityThreshold"])  # node_thresholds checked it
         agg = ctx.window("node_cpu_usage", window)
         capacity = ctx.node.cpu_milli
         if agg is None or capacity <= 0:
             return "node CPU usage is stale or missing"
-        percent = int(agg.avg * 1000) * 100 // capacity
+        percent, release = node_usage_release(agg.avg, capacity, threshold, lower)
         if percent < threshold:
             return f"node CPU {percent}% < threshold {threshold}%"
-        release = capacity * (percent - lower) // 100
         reason = (
             f"CPUEvict: node CPU {percent}% >= threshold {threshold}%:"
             f" release {percent}% - {lower}% of {capacity / 1000:g} cores = {release}m"
@@ -242,7 +262,7 @@ class CPUEvict(EvictStrategy):
         allowed = [
             c
             for c in self._candidates(ctx)
-            if c.measured and eviction_allowed(c.known, "CPUEvict", int(limit))
+            if c.measured and eviction_allowed(c.known, "CPUEvict", limit)
         ]
         ordered = generic_order(allowed, lambda c: c.cpu_used_milli)
         return EvictTask("CPUEvict", release, ordered, lambda c: c.cpu_used_milli, "cpu-used",

@@ -150,6 +150,17 @@ def choose_cpus(count: int, processors: Sequence[Processor]) -> list[int]:
     return chosen
 
 
+def cpuset_count(
+    suppress_milli: int, current: int, total: int, candidates: int, min_cpus: int = MIN_CPUS
+) -> int:
+    """How many CPUs the BE cpuset gets this step: ceil(suppress), at least ``min_cpus``,
+    growing by at most 10% of the node's ``total`` CPUs over ``current``, and never more than
+    the ``candidates`` BE may have (LSE and reserved CPUs excluded)."""
+    count = max(math.ceil(suppress_milli / 1000), min_cpus)
+    step = math.ceil(total * MAX_INCREASE_RATIO)
+    return min(count, current + step, candidates)
+
+
 def _excluded_cpus(ctx: Context) -> tuple[frozenset[int], frozenset[int], frozenset[int]]:
     """(reserved + exclusive system CPUs, LSE-pinned CPUs, LSR-pinned CPUs)."""
     node = ctx.rules.node
@@ -273,11 +284,9 @@ class CPUSuppress:
         processors = [p for p in ctx.topology.processor_list() if p.cpu not in reserved]
         lsr_procs = [p for p in processors if p.cpu in lsr]
         ls_procs = [p for p in processors if p.cpu not in lsr and p.cpu not in lse]
-        count = max(math.ceil(inputs.suppress_milli() / 1000), self.min_cpus)
-        step = math.ceil(len(ctx.topology.processor_list()) * MAX_INCREASE_RATIO)
-        count = min(count, current + step)
         candidates = len(lsr_procs) + len(ls_procs)
-        count = min(count, candidates)  # never more than BE may have (LSE, reserved excluded)
+        total = len(ctx.topology.processor_list())
+        count = cpuset_count(inputs.suppress_milli(), current, total, candidates, self.min_cpus)
         from_lsr = count * len(lsr_procs) // candidates if candidates else 0
         cpus = choose_cpus(from_lsr, lsr_procs) if from_lsr > 0 else []
         if count - from_lsr > 0:

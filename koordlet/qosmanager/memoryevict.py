@@ -55,6 +55,15 @@ def thresholds(config: Mapping[str, Any]) -> tuple[int, int]:
     return int(threshold), int(lower)
 
 
+def usage_release(used: float, capacity: int, threshold: int, lower: int) -> tuple[int, int]:
+    """(node memory usage as a whole percent of capacity, bytes to release): the release is
+    0 under the threshold, else capacity x (usage% - lower%)."""
+    percent = int(used) * 100 // capacity
+    if percent < threshold:
+        return percent, 0
+    return percent, capacity * (percent - lower) // 100
+
+
 class MemoryEvict(EvictStrategy):
     name = NAME
     features = FEATURES
@@ -89,10 +98,9 @@ class MemoryEvict(EvictStrategy):
         capacity = ctx.node.memory
         if used is None or capacity <= 0:
             return "no action: node memory usage is stale or missing"
-        percent = int(used) * 100 // capacity
+        percent, release = usage_release(used, capacity, threshold, lower)
         if percent < threshold:
             return f"memory {percent}% < threshold {threshold}%"
-        release = capacity * (percent - lower) // 100
         reason = (
             f"node memory {percent}% >= threshold {threshold}%: release {percent}% - {lower}%"
             f" of {capacity / (1 << 30):.1f} GiB = {release / (1 << 20):.0f} MiB"
