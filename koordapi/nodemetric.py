@@ -4,10 +4,11 @@ koord-scheduler, so both sides of the format live here.
 Building: usage as a ResourceMap (``{"resources": {"cpu": "1250m", "memory": "123456"}}``),
 CPU in milli-cores rounded to the nearest, memory in whole bytes, never negative.
 
-Reading (``read_node_metric``): update time, system and node usage, per-pod usage with the
-reported priority, host applications and the predicted prod-reclaimable amount, as
-(milli-cores, bytes). A malformed or negative quantity, or a wrong shape, raises MetricError
-naming the path: the caller degrades rather than act on a broken report. A missing usage is
+Reading (``read_node_metric``): update time, system and node usage, the node's aggregated
+usages (percentile per duration), per-pod usage with the reported priority, host applications
+and the predicted prod-reclaimable amount, as (milli-cores, bytes). A malformed or negative
+quantity, or a wrong shape, raises MetricError naming the path: the caller degrades rather
+than act on a broken report. A missing usage is
 not an error; it reads as None and each caller decides what that means.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from koordapi import qos
+from koordapi.duration import parse_go_duration
 from koordapi.errors import ModelError
 from koordapi.quantity import Pair, milli_value, value
 
@@ -47,6 +49,9 @@ def resource_map(cpu: float | None, memory: float | None) -> dict[str, Any]:
 
 # -- reading ---------------------------------------------------------------------------------
 
+AggregateKey = tuple[str, float]
+"""(aggregation type as koordlet names it: avg, p50, p90, p95, p99; duration in seconds)"""
+
 PodMetric = tuple[str, int | None, int | None]
 """(priority as reported by koordlet, cpu usage or None, memory usage or None)"""
 
@@ -66,6 +71,9 @@ class MetricView:
     pods: Mapping[str, PodMetric] = field(default_factory=dict)  # by namespace/name
     host_apps: tuple[tuple[str, Pair], ...] = ()  # (priority, usage)
     prod_reclaimable: Pair | None = None
+    # status.nodeMetric.aggregatedNodeUsages; a resource an entry leaves out reads as 0 and
+    # an entry without resources is absent, as Koordinator's scheduler reads them
+    aggregated: Mapping[AggregateKey, Pair] = field(default_factory=dict)
 
 
 def _pair_of(resource_map: Any) -> tuple[int | None, int | None]:
@@ -140,6 +148,29 @@ def _pods_metric(entries: Any) -> dict[str, PodMetric]:
     return pods
 
 
+def _aggregated(entries: Any) -> dict[AggregateKey, Pair]:
+    usages: dict[AggregateKey, Pair] = {}
+    if not entries:
+        return usages
+    if not isinstance(entries, list):
+        raise MetricError("status.nodeMetric.aggregatedNodeUsages: must be a list")
+    for i, item in enumerate(entries):
+        where = f"status.nodeMetric.aggregatedNodeUsages[{i}]"
+        entry = _object(item, where)
+        duration = entry.get("duration") or "0s"
+        try:
+            seconds = parse_go_duration(duration) if isinstance(duration, str) else None
+        except ValueError:
+            seconds = None
+        if seconds is None:
+            raise MetricError(f"{where}.duration: not a duration: {duration!r}")
+        for kind, usage in _object(entry.get("usage"), f"{where}.usage").items():
+            cpu, memory = _checked_pair(usage, f"{where}.usage.{kind}")
+            if cpu is not None or memory is not None:
+                usages[str(kind), seconds] = (cpu or 0, memory or 0)
+    return usages
+
+
 def read_node_metric(node_metric: Mapping[str, Any]) -> MetricView:
     """The parts of a NodeMetric object the formulas read; raises MetricError."""
     status = _object(node_metric.get("status"), "status")
@@ -159,6 +190,7 @@ def read_node_metric(node_metric: Mapping[str, Any]) -> MetricView:
         prod_reclaimable=_usage(
             reclaimable.get("resource"), "status.prodReclaimableMetric.resource"
         ),
+        aggregated=_aggregated(node_part.get("aggregatedNodeUsages")),
     )
 
 

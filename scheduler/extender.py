@@ -61,11 +61,11 @@ class ClusterView(Protocol):
         for them (else two LSR pods could be given the same CPUs)."""
 
     def assigned_since_report(self, name: str) -> Sequence[tuple[Mapping[str, Any], float]]:
-        """Pods assigned to the node that its NodeMetric may not reflect yet, each with when
-        it was assigned (seconds since the epoch: its PodScheduled condition's
-        lastTransitionTime, else when this extender bound it). Returning every active pod
-        on the node is correct; a view may leave out pods assigned before updateTime -
-        reportInterval whose usage the NodeMetric reports (they add nothing)."""
+        """Every active pod on the node, each with when it was assigned (seconds since the
+        epoch: its PodScheduled condition's lastTransitionTime, else when this extender
+        bound it). LoadAware adds what the NodeMetric may not reflect yet of the recent
+        ones, and sums them all for its prod usage and where an aggregate is missing
+        (loadaware.assigned_sums)."""
 
 
 class DeviceView(Protocol):
@@ -276,6 +276,7 @@ class _Pod:
     daemonset: bool
     bind: cpubind.CPUBindRequest | str | None
     gpu: deviceshare.GPURequest | str | None = None
+    prod: bool = False  # koord-prod: LoadAware's prod thresholds and prod score apply
 
 
 def _read_pod(pod: Mapping[str, Any], config: ExtenderConfig) -> _Pod:
@@ -285,6 +286,7 @@ def _read_pod(pod: Mapping[str, Any], config: ExtenderConfig) -> _Pod:
             loadaware.is_daemonset_pod(pod),
             cpubind.cpu_bind_request(pod, config.cpubind),
             deviceshare.gpu_request(pod),
+            loadaware.is_prod_pod(pod),
         )
     except loadaware.PodReadError as err:  # already names the pod
         raise ExtenderArgsError(str(err)) from None
@@ -321,7 +323,9 @@ def filter(  # the verb's name; shadows the builtin inside this module only
     cache = cache or DecisionCache()
     la_args, bind, names, sent = config.loadaware, facts.bind, candidates.names, candidates.nodes
     loads = cache.node_loads(view, names, sent, la_args)
-    reasons = loadaware.filter_nodes(facts.estimate, loads, la_args, now, facts.daemonset)
+    reasons = loadaware.filter_nodes(
+        facts.estimate, loads, la_args, now, facts.daemonset, facts.prod
+    )
     if None in loads:  # nodes the view does not know
         reasons = [
             REASON_NODE_NOT_FOUND if load is None else reason
@@ -440,7 +444,7 @@ def prioritize(
     cache = cache or DecisionCache()
     la_args = config.loadaware
     loads = cache.node_loads(view, candidates.names, candidates.nodes, la_args)
-    scores = loadaware.score_nodes(facts.estimate, loads, la_args, now)
+    scores = loadaware.score_nodes(facts.estimate, loads, la_args, now, facts.prod)
     if isinstance(facts.gpu, deviceshare.GPURequest):
         # DeviceShare's 0..100, normalised over the candidates, averaged with LoadAware's
         gpu, args = facts.gpu, config.deviceshare

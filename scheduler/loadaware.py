@@ -8,9 +8,14 @@ add), the usage-threshold filter and the least-used score. No I/O and no clock: 
     reason = filter_node(estimate, load, args, now, daemonset=is_daemonset_pod(pod))
     score = score_node(estimate, load, args, now)     # 0..100; extender_score() maps to 0..10
 
-Only cpu and memory count: they are what koordlet reports. Not modelled: prodUsageThresholds,
-aggregated (percentile) usage, custom estimation annotations and forced-estimation windows.
-CPU is in milli-cores and memory in bytes throughout.
+Only cpu and memory count: they are what koordlet reports. Also as in Koordinator:
+``prodUsageThresholds`` (a koord-prod pod is checked against the usage of the node's prod pods,
+podsMetric's prod entries plus prod pods' estimates, instead of the node's usage),
+``scoreAccordingProdUsage``, ``prodUsageIncludeSys``, and ``aggregated``: a non-prod pod checked
+against a percentile of the node's usage over a duration (NodeMetric's aggregatedNodeUsages)
+instead of its latest usage, and scored on one. Not modelled: custom estimation annotations
+(allowCustomizeEstimation), forced-estimation windows (estimatedSeconds*) and resources other
+than cpu and memory. CPU is in milli-cores and memory in bytes throughout.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from koordapi import keys, qos
+from koordapi.duration import parse_go_duration
 from koordapi.errors import ModelError
-from koordapi.nodemetric import MetricError, read_node_metric
+from koordapi.nodemetric import AggregateKey, MetricError, read_node_metric
 from koordapi.pod import pod_limits, pod_requests, priority_class_with_default
 from koordapi.quantity import Pair, milli_value, resource_value
 from koordapi.quantity import value as quantity_value
@@ -32,6 +38,9 @@ from koordapi.quantity import value as quantity_value
 REASON_NODE_METRIC_EXPIRED = "node(s) nodeMetric expired"
 REASON_CPU_USAGE = "node(s) cpu usage exceed threshold"
 REASON_MEMORY_USAGE = "node(s) memory usage exceed threshold"
+REASON_CPU_AGGREGATED_USAGE = "node(s) cpu aggregated usage exceed threshold"
+REASON_MEMORY_AGGREGATED_USAGE = "node(s) memory aggregated usage exceed threshold"
+AGGREGATION_TYPES = ("avg", "p50", "p90", "p95", "p99")  # Koordinator's AggregationType values
 
 DEFAULT_MILLI_CPU_REQUEST = 250  # estimate of a pod that requests no cpu
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024  # ... and no memory
@@ -66,6 +75,126 @@ class PodReadError(ValueError):
     """A pod's resources do not parse (the API server would have refused it)."""
 
 
+def _json_map(value: Mapping[str, int]) -> str:
+    return json.dumps(dict(sorted(value.items())), separators=(",", ":"))
+
+
+def _threshold_errors(path: str, thresholds: Mapping[str, int]) -> list[str]:
+    """Koordinator's validateResourceThresholds, its message (one per map, as Go stops at
+    the first bad entry)."""
+    for name, percent in thresholds.items():
+        if percent < 0:
+            detail = f"resource Threshold of {name} should be a positive value, got {percent}"
+        elif percent > 100:
+            detail = f"resource Threshold of {name} should be less than 100, got {percent}"
+        else:
+            continue
+        return [f"{path}: Invalid value: {_json_map(thresholds)}: {detail}"]
+    return []
+
+
+def _seconds(config: Mapping[str, Any], key: str, path: str) -> float:
+    """A metav1.Duration field ("5m", "300s"); absent or null is 0 (Koordinator: unset)."""
+    value = config.get(key)
+    if value is None:
+        return 0.0
+    text = value.strip() if isinstance(value, str) else ""
+    sign = -1.0 if text.startswith("-") else 1.0
+    try:
+        return sign * parse_go_duration(text.lstrip("+-"))
+    except ValueError:
+        raise ValueError(f"{path}: not a duration: {value!r}") from None
+
+
+@dataclass(frozen=True)
+class AggregatedArgs:
+    """LoadAwareSchedulingAggregatedArgs. ``usage_thresholds`` None: the args name none (then
+    no aggregated filter); durations in seconds, 0 = unset (the longest the NodeMetric has)."""
+
+    usage_thresholds: Pair | None = None
+    usage_aggregation_type: str = ""
+    usage_aggregated_duration: float = 0.0
+    score_aggregation_type: str = ""
+    score_aggregated_duration: float = 0.0
+
+    def __post_init__(self) -> None:
+        # Koordinator's validateAggregatedArgs, with its messages, all of them at once
+        errors: list[str] = []
+        if self.usage_thresholds is not None:
+            named = dict(zip(_DEFAULT_RESOURCES, self.usage_thresholds, strict=True))
+            # a 0 is what an unnamed resource reads as: leave it out of the quoted map
+            named = {k: v for k, v in named.items() if v}
+            errors += _threshold_errors("aggregated.usageThresholds", named)
+        for name, kind in (
+            ("usageAggregationType", self.usage_aggregation_type),
+            ("scoreAggregationType", self.score_aggregation_type),
+        ):
+            if kind and kind not in AGGREGATION_TYPES:
+                supported = ", ".join(f'"{t}"' for t in AGGREGATION_TYPES)
+                errors.append(
+                    f'aggregated.{name}: Unsupported value: "{kind}": supported values: {supported}'
+                )
+        for name, seconds in (
+            ("usageAggregatedDuration", self.usage_aggregated_duration),
+            ("scoreAggregatedDuration", self.score_aggregated_duration),
+        ):
+            if seconds < 0:
+                errors.append(
+                    f'aggregated.{name}: Invalid value: "{seconds:g}s": duration must be >= 0'
+                )
+        if errors:
+            raise ValueError("; ".join(errors))
+
+    @property
+    def filters(self) -> bool:
+        """Koordinator's aggregated filter profile: thresholds named and a type set."""
+        return self.usage_thresholds is not None and bool(self.usage_aggregation_type)
+
+    @classmethod
+    def from_koordinator(cls, config: Any) -> AggregatedArgs:
+        if not isinstance(config, Mapping):
+            raise ValueError("aggregated must be an object")
+        named = _resources(config, "usageThresholds", "aggregated.usageThresholds")
+        kinds = []
+        for key in ("usageAggregationType", "scoreAggregationType"):
+            kind = config.get(key) or ""
+            if not isinstance(kind, str):
+                raise ValueError(f"aggregated.{key} must be a string, got {kind!r}")
+            kinds.append(kind)
+        return cls(
+            usage_thresholds=(named.get("cpu", 0), named.get("memory", 0)) if named else None,
+            usage_aggregation_type=kinds[0],
+            usage_aggregated_duration=_seconds(
+                config, "usageAggregatedDuration", "aggregated.usageAggregatedDuration"
+            ),
+            score_aggregation_type=kinds[1],
+            score_aggregated_duration=_seconds(
+                config, "scoreAggregatedDuration", "aggregated.scoreAggregatedDuration"
+            ),
+        )
+
+
+def _resources(config: Mapping[str, Any], key: str, path: str | None = None) -> dict[str, int]:
+    """A map of cpu/memory to integers; ValueError for other resources or non-integers."""
+    path = path or key
+    value = config.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{path} must be an object")
+    for name, amount in value.items():
+        if name not in _DEFAULT_RESOURCES:
+            raise ValueError(f"{path}: only cpu and memory are supported, got {name!r}")
+        if isinstance(amount, bool) or not isinstance(amount, int):
+            raise ValueError(f"{path}.{name} must be an integer, got {amount!r}")
+    return dict(value)
+
+
+def _flag(config: Mapping[str, Any], key: str) -> bool:
+    value = config.get(key, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"{key} must be true or false, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class LoadAwareArgs:
     """LoadAwareSchedulingArgs with Koordinator's code defaults (Koordinator's Helm chart
@@ -82,6 +211,12 @@ class LoadAwareArgs:
     dominant_resource_weight: int = 0
     cpu_scaling_factor: int = 85
     memory_scaling_factor: int = 70
+    # Koordinator validates none of these three: off by default, any integer accepted
+    prod_cpu_threshold: int = 0
+    prod_memory_threshold: int = 0
+    prod_usage_include_sys: bool = False
+    score_according_prod_usage: bool = False
+    aggregated: AggregatedArgs | None = None
 
     def __post_init__(self) -> None:
         # Koordinator's ValidateLoadAwareSchedulingArgs
@@ -104,15 +239,7 @@ class LoadAwareArgs:
         ValueError for resources other than cpu and memory, or values out of range."""
 
         def resources(key: str) -> dict[str, int]:
-            value = config.get(key) or {}
-            if not isinstance(value, Mapping):
-                raise ValueError(f"{key} must be an object")
-            for name, amount in value.items():
-                if name not in _DEFAULT_RESOURCES:
-                    raise ValueError(f"{key}: only cpu and memory are supported, got {name!r}")
-                if isinstance(amount, bool) or not isinstance(amount, int):
-                    raise ValueError(f"{key}.{name} must be an integer, got {amount!r}")
-            return dict(value)
+            return _resources(config, key)
 
         base = cls()
         dominant = config.get("dominantResourceWeight", 0)
@@ -125,6 +252,8 @@ class LoadAwareArgs:
         }
         factors = {"cpu": base.cpu_scaling_factor, "memory": base.memory_scaling_factor}
         factors.update(resources("estimatedScalingFactors"))
+        prod = resources("prodUsageThresholds")
+        aggregated = config.get("aggregated")
         return cls(
             filter_expired_node_metrics=bool(config.get("filterExpiredNodeMetrics", True)),
             node_metric_expiration_seconds=int(
@@ -140,6 +269,11 @@ class LoadAwareArgs:
             dominant_resource_weight=int(dominant),
             cpu_scaling_factor=factors["cpu"],
             memory_scaling_factor=factors["memory"],
+            prod_cpu_threshold=prod.get("cpu", 0),
+            prod_memory_threshold=prod.get("memory", 0),
+            prod_usage_include_sys=_flag(config, "prodUsageIncludeSys"),
+            score_according_prod_usage=_flag(config, "scoreAccordingProdUsage"),
+            aggregated=None if aggregated is None else AggregatedArgs.from_koordinator(aggregated),
         )
 
 
@@ -206,6 +340,11 @@ class MetricDigest:
     has_node_metric: bool  # status.nodeMetric is present
     node_usage: Pair  # a resource not reported counts as 0, as in Koordinator
     pod_usage: Mapping[str, Pair]  # by namespace/name; pods reported without usage are absent
+    # aggregatedNodeUsages by (type, seconds), and by (type, 0) the longest duration of each
+    # type (Koordinator's choice when the args set no duration)
+    aggregated: Mapping[AggregateKey, Pair] = field(default_factory=dict)
+    prod_pods: frozenset[str] = frozenset()  # pods podsMetric reports as koord-prod, with usage
+    system_usage: Pair = (0, 0)  # a resource not reported counts as 0
 
 
 def digest_node_metric(node_metric: Mapping[str, Any]) -> MetricDigest:
@@ -233,9 +372,37 @@ def digest_node_metric(node_metric: Mapping[str, Any]) -> MetricDigest:
         for key, (_, c, m) in view.pods.items()
         if c is not None or m is not None
     }
-    return MetricDigest(
-        view.update_time, float(interval), node_part is not None, (cpu, memory), pods
+    prod_name = qos.PROD.name
+    prod_pods = frozenset(
+        key for key, (priority, _, _) in view.pods.items() if priority == prod_name and key in pods
     )
+    aggregated = dict(view.aggregated)
+    longest: dict[str, float] = {}
+    for kind, seconds in view.aggregated:
+        longest[kind] = max(seconds, longest.get(kind, 0.0))
+    for kind, seconds in longest.items():
+        aggregated[kind, 0.0] = view.aggregated[kind, seconds]
+    try:
+        system = _pair_or_zero((node_part or _EMPTY).get("systemUsage") or _EMPTY)
+    except _READ_ERRORS as err:
+        raise MetricError(f"status.nodeMetric.systemUsage: malformed ({err})") from None
+    return MetricDigest(
+        view.update_time,
+        float(interval),
+        node_part is not None,
+        (cpu, memory),
+        pods,
+        aggregated,
+        prod_pods,
+        system,
+    )
+
+
+def _pair_or_zero(resource_map: Mapping[str, Any]) -> Pair:
+    usage = resource_map.get("resources") or _EMPTY
+    cpu = milli_value(usage["cpu"]) if "cpu" in usage else 0
+    memory = quantity_value(usage["memory"]) if "memory" in usage else 0
+    return cpu, memory
 
 
 def node_allocatable(node: Mapping[str, Any]) -> Pair:
@@ -264,23 +431,82 @@ def node_allocatable(node: Mapping[str, Any]) -> Pair:
     return result[0], result[1]
 
 
-def node_thresholds(node: Mapping[str, Any], args: LoadAwareArgs) -> Pair:
-    """(cpu, memory) usage thresholds in percent: the node's usage-thresholds annotation
-    replaces the args' usageThresholds whole when it names any; unreadable -> the args."""
-    default = (args.cpu_threshold, args.memory_threshold)
+@dataclass(frozen=True, slots=True)
+class ThresholdProfile:
+    """Koordinator's usageThresholdsFilterProfile for one node, percentages (0: no check).
+    ``aggregated`` None: a non-prod pod is checked against ``usage`` on the latest usage, else
+    against ``aggregated`` on the aggregate ``aggregation`` names (type, seconds; 0 = the
+    longest). ``prod`` all 0: prod pods are checked as the others are."""
+
+    usage: Pair
+    prod: Pair = (0, 0)
+    aggregated: Pair | None = None
+    aggregation: AggregateKey = ("", 0.0)
+
+
+def _args_profile(args: LoadAwareArgs) -> ThresholdProfile:
+    agg = args.aggregated
+    filters = agg is not None and agg.filters
+    return ThresholdProfile(
+        (args.cpu_threshold, args.memory_threshold),
+        (args.prod_cpu_threshold, args.prod_memory_threshold),
+        agg.usage_thresholds if agg is not None and filters else None,
+        (agg.usage_aggregation_type, agg.usage_aggregated_duration)
+        if agg is not None and filters
+        else ("", 0.0),
+    )
+
+
+def _custom_pair(custom: Any, key: str) -> Pair | None:
+    """A thresholds map of the annotation; None when absent or empty; ValueError if bad."""
+    value = custom.get(key) or {}
+    if not value:
+        return None
+    cpu, memory = value.get("cpu", 0), value.get("memory", 0)
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in (cpu, memory)):
+        raise ValueError(f"{key}: not integers")
+    return cpu, memory
+
+
+def node_threshold_profile(node: Mapping[str, Any], args: LoadAwareArgs) -> ThresholdProfile:
+    """The args' thresholds, each of usageThresholds, prodUsageThresholds and aggregatedUsage
+    replaced whole where the node's custom-usage-thresholds annotation names it (its
+    aggregatedUsage only with thresholds and a type; its duration does not fall back to the
+    args'); an unreadable annotation -> the args', as in Koordinator."""
+    default = _args_profile(args)
     text = ((node.get("metadata") or _EMPTY).get("annotations") or _EMPTY).get(
         keys.ANNOTATION_CUSTOM_USAGE_THRESHOLDS
     )
     if not text:
         return default
     try:
-        custom = json.loads(text).get("usageThresholds") or {}
-        cpu, memory = custom.get("cpu", 0), custom.get("memory", 0)
-    except (ValueError, AttributeError):
+        custom = json.loads(text)
+        usage = _custom_pair(custom, "usageThresholds")
+        prod = _custom_pair(custom, "prodUsageThresholds")
+        agg = custom.get("aggregatedUsage") or {}
+        agg_usage = _custom_pair(agg, "usageThresholds")
+        kind = agg.get("usageAggregationType") or ""
+        duration = agg.get("usageAggregatedDuration")
+        seconds = parse_go_duration(duration) if isinstance(duration, str) else 0.0
+        if not isinstance(kind, str):
+            raise ValueError("usageAggregationType: not a string")
+    except (ValueError, AttributeError, TypeError):
         return default
-    if not custom or any(isinstance(v, bool) or not isinstance(v, int) for v in (cpu, memory)):
+    if agg_usage is None or not kind:
+        agg_usage = None
+    if usage is None and prod is None and agg_usage is None:
         return default
-    return cpu, memory
+    return ThresholdProfile(
+        default.usage if usage is None else usage,
+        default.prod if prod is None else prod,
+        default.aggregated if agg_usage is None else agg_usage,
+        default.aggregation if agg_usage is None else (kind, seconds),
+    )
+
+
+def node_thresholds(node: Mapping[str, Any], args: LoadAwareArgs) -> Pair:
+    """(cpu, memory) usage thresholds in percent (node_threshold_profile's usage)."""
+    return node_threshold_profile(node, args).usage
 
 
 # -- the decisions ---------------------------------------------------------------------------
@@ -295,41 +521,76 @@ class NodeLoad:
     metric: MetricDigest | None  # None: no NodeMetric, or one that does not parse
     used: Pair  # node usage + what assigned pods add (Koordinator's nodeUsage + nodeDelta)
     note: str = ""  # why the NodeMetric was ignored
+    # Koordinator's prodUsageThresholds: the prod pods' reported usage + what assigned prod
+    # pods add (prodUsage + prodDelta); all 0 thresholds: prod pods are judged as the others
+    prod_thresholds: Pair = (0, 0)
+    prod_used: Pair = (0, 0)
+    # the aggregated filter: None, or (thresholds, the aggregate + nodeDelta, or the full
+    # estimates of the node's pods where the NodeMetric lacks that aggregate)
+    aggregated: tuple[Pair, Pair] | None = None
+    score_used: Pair | None = None  # what a non-prod pod is scored on; None: used
+    prod_score_used: Pair | None = None  # ... a prod pod (scoreAccordingProdUsage); None: same
     # What filter_nodes and score_nodes read, worked out once per load: they run for every
     # node of every request. reported: 0 no NodeMetric (or no thresholds, for the filter),
     # 1 one without status.nodeMetric, 2 a full one. The update time is -inf if unknown.
-    filter_facts: tuple[int, float, float, float] = field(init=False)
+    filter_facts: tuple[int, float, float, float, str, str] = field(init=False)
     """(reported, update time, the smallest cpu and memory estimates that exceed the
-    thresholds: inf when unchecked)"""
+    thresholds: inf when unchecked, the cpu and memory reasons) for a non-prod pod"""
+    prod_filter_facts: tuple[int, float, float, float, str, str] = field(init=False)
     score_facts: tuple[int, float, dict[str, int], int, int, int, int] = field(init=False)
     """(reported, update time, scores by estimate key, free cpu, allocatable cpu, free
     memory, allocatable memory); free is -1 where allocatable is 0 (scored 0 then)"""
+    prod_score_facts: tuple[int, float, dict[str, int], int, int, int, int] = field(init=False)
 
     def __post_init__(self) -> None:
         metric = self.metric
         reported = 0 if metric is None else 2 if metric.has_node_metric else 1
         updated = -math.inf if metric is None or metric.update_time is None else metric.update_time
-        (cpu_total, memory_total), (cpu_used, memory_used) = self.allocatable, self.used
-        cpu_max, memory_max = self.thresholds
-        checked = reported if cpu_max or memory_max else 0
-        facts = (
-            checked,
+        reasons = (REASON_CPU_USAGE, REASON_MEMORY_USAGE)
+        if self.aggregated is None:
+            facts = self._filter_facts(reported, updated, self.thresholds, self.used, reasons)
+        else:
+            thresholds, used = self.aggregated
+            agg_reasons = (REASON_CPU_AGGREGATED_USAGE, REASON_MEMORY_AGGREGATED_USAGE)
+            facts = self._filter_facts(reported, updated, thresholds, used, agg_reasons)
+        object.__setattr__(self, "filter_facts", facts)
+        if self.prod_thresholds != (0, 0):
+            prod = self.prod_thresholds
+            facts = self._filter_facts(reported, updated, prod, self.prod_used, reasons)
+        object.__setattr__(self, "prod_filter_facts", facts)
+        used = self.used if self.score_used is None else self.score_used
+        score = self._score_facts(reported, updated, used)
+        object.__setattr__(self, "score_facts", score)
+        if self.prod_score_used is not None:
+            score = self._score_facts(reported, updated, self.prod_score_used)
+        object.__setattr__(self, "prod_score_facts", score)
+
+    def _filter_facts(
+        self, reported: int, updated: float, thresholds: Pair, used: Pair, reasons: tuple[str, str]
+    ) -> tuple[int, float, float, float, str, str]:
+        (cpu_total, memory_total), (cpu_used, memory_used) = self.allocatable, used
+        cpu_max, memory_max = thresholds
+        return (
+            reported if cpu_max or memory_max else 0,
             updated,
             _exceeding_estimate(cpu_used, cpu_total, cpu_max),
             _exceeding_estimate(memory_used, memory_total, memory_max),
+            *reasons,
         )
-        object.__setattr__(self, "filter_facts", facts)
-        memo: dict[str, int] = {}
-        score = (
+
+    def _score_facts(
+        self, reported: int, updated: float, used: Pair
+    ) -> tuple[int, float, dict[str, int], int, int, int, int]:
+        (cpu_total, memory_total), (cpu_used, memory_used) = self.allocatable, used
+        return (
             reported,
             updated,
-            memo,
+            {},
             cpu_total - cpu_used if cpu_total > 0 else -1,
             cpu_total,
             memory_total - memory_used if memory_total > 0 else -1,
             memory_total,
         )
-        object.__setattr__(self, "score_facts", score)
 
 
 def _over_threshold(used: int, total: int, threshold: int) -> bool:
@@ -352,33 +613,67 @@ def _exceeding_estimate(used: int, total: int, threshold: int) -> float:
     return guess
 
 
-def assigned_delta(
+@dataclass(frozen=True, slots=True)
+class AssignedSums:
+    """What the node's pods add to its NodeMetric, as Koordinator's podAssignCache sums it."""
+
+    node_delta: Pair  # nodeDelta: what the NodeMetric's node usage may miss
+    estimated: Pair  # nodeEstimated: every pod's full estimate (when an aggregate is missing)
+    prod_usage: Pair  # prodUsage: reported usage of the prod pods podsMetric calls prod
+    prod_delta: Pair  # prodDelta: what prodUsage may miss of the prod pods
+
+
+def assigned_sums(
     metric: MetricDigest, assigned: AssignedPods, estimate: Callable[[Mapping[str, Any]], Pair]
-) -> Pair:
-    """What assigned pods add to the reported usage (Koordinator's nodeDelta): a pod adds
-    max(0, estimate - reported usage) when the NodeMetric has no usage for it, or when it was
-    assigned after updateTime - reportInterval (its usage may not be in the report yet).
-    ``estimate`` maps a pod to its estimate; terminated and unreadable pods add nothing."""
+) -> AssignedSums:
+    """A pod adds max(0, estimate - reported usage) to node_delta when the NodeMetric has no
+    usage for it, or when it was assigned after updateTime - reportInterval (its usage may not
+    be in the report yet). A koord-prod pod adds its usage to prod_usage where podsMetric
+    reports it as koord-prod too, and to prod_delta as for node_delta, its whole estimate
+    where podsMetric does not call it prod. ``estimate`` maps a pod to its estimate;
+    terminated and unreadable pods add nothing. ``assigned`` must hold every active pod of
+    the node for estimated and prod_usage to be whole."""
     if metric.update_time is None:
         window_start = -math.inf
     else:
         window_start = metric.update_time - metric.report_interval
-    usage_of = metric.pod_usage.get
-    cpu = memory = 0
+    usage_of, prod_pods = metric.pod_usage.get, metric.prod_pods
+    cpu = memory = all_cpu = all_memory = 0
+    prod_cpu = prod_memory = delta_cpu = delta_memory = 0
     for pod, assigned_at in assigned:
         if is_terminated(pod):
             continue
         try:
             e_cpu, e_memory = estimate(pod)
-        except PodReadError:
+            prod = priority_class_with_default(pod) is qos.PROD
+        except (PodReadError, *_READ_ERRORS):
             continue
-        usage = usage_of(pod_key(pod))
-        if usage is None:
-            cpu, memory = cpu + e_cpu, memory + e_memory
-        elif assigned_at > window_start:
-            cpu += max(0, e_cpu - usage[0])
-            memory += max(0, e_memory - usage[1])
-    return cpu, memory
+        key = pod_key(pod)
+        usage = usage_of(key)
+        recent = usage is None or assigned_at > window_start
+        if recent:
+            cpu += e_cpu if usage is None else max(0, e_cpu - usage[0])
+            memory += e_memory if usage is None else max(0, e_memory - usage[1])
+        all_cpu, all_memory = all_cpu + e_cpu, all_memory + e_memory
+        if not prod:
+            continue
+        if usage is not None and key in prod_pods:
+            prod_cpu, prod_memory = prod_cpu + usage[0], prod_memory + usage[1]
+            if recent:
+                delta_cpu += max(0, e_cpu - usage[0])
+                delta_memory += max(0, e_memory - usage[1])
+        else:  # not reported as prod: its usage is in no prod sum, so its estimate counts
+            delta_cpu, delta_memory = delta_cpu + e_cpu, delta_memory + e_memory
+    return AssignedSums(
+        (cpu, memory), (all_cpu, all_memory), (prod_cpu, prod_memory), (delta_cpu, delta_memory)
+    )
+
+
+def assigned_delta(
+    metric: MetricDigest, assigned: AssignedPods, estimate: Callable[[Mapping[str, Any]], Pair]
+) -> Pair:
+    """Koordinator's nodeDelta (AssignedSums.node_delta)."""
+    return assigned_sums(metric, assigned, estimate).node_delta
 
 
 def node_load(
@@ -396,51 +691,107 @@ def node_load(
         except MetricError as err:
             note = f"NodeMetric ignored: {err}"
     estimate = functools.partial(estimate_pod, args=args)
-    return _load(
-        node_allocatable(node), node_thresholds(node, args), digest, note, assigned, estimate
-    )
+    profile = node_threshold_profile(node, args)
+    return _load(node_allocatable(node), profile, digest, note, assigned, estimate, args)
+
+
+def _add(a: Pair, b: Pair) -> Pair:
+    return a[0] + b[0], a[1] + b[1]
+
+
+def _aggregate_used(digest: MetricDigest, sums: AssignedSums, key: AggregateKey) -> Pair:
+    """Koordinator's getTargetAggregatedUsage: the aggregate of that type and duration (0: the
+    longest reported; no aggregate of the type at all: the latest usage) plus nodeDelta; where
+    the NodeMetric lacks it for a set duration, the full estimates of the node's pods."""
+    usage = digest.aggregated.get(key)
+    if usage is None and key[1] == 0:
+        usage = digest.node_usage
+    if usage is None:
+        return sums.estimated
+    return _add(usage, sums.node_delta)
 
 
 def _load(  # noqa: PLR0917 - a private helper of node_load and LoadCache.node_load
     allocatable: Pair,
-    thresholds: Pair,
+    profile: ThresholdProfile,
     digest: MetricDigest | None,
     note: str,
     assigned: AssignedPods,
     estimate: Callable[[Mapping[str, Any]], Pair],
+    args: LoadAwareArgs,
 ) -> NodeLoad:
-    used: Pair = (0, 0)
-    if digest is not None:
-        delta = assigned_delta(digest, assigned, estimate)
-        used = (digest.node_usage[0] + delta[0], digest.node_usage[1] + delta[1])
-    return NodeLoad(allocatable, thresholds, digest, used, note)
+    if digest is None:
+        return NodeLoad(allocatable, profile.usage, None, (0, 0), note, profile.prod)
+    sums = assigned_sums(digest, assigned, estimate)
+    used = _add(digest.node_usage, sums.node_delta)
+    prod_used = _add(sums.prod_usage, sums.prod_delta)
+    if args.prod_usage_include_sys:
+        prod_used = _add(prod_used, digest.system_usage)
+    aggregated = None
+    if profile.aggregated is not None:
+        aggregated = (profile.aggregated, _aggregate_used(digest, sums, profile.aggregation))
+    agg = args.aggregated
+    score_used = None
+    if agg is not None and agg.score_aggregation_type:
+        key = (agg.score_aggregation_type, agg.score_aggregated_duration)
+        score_used = _aggregate_used(digest, sums, key)
+    return NodeLoad(
+        allocatable,
+        profile.usage,
+        digest,
+        used,
+        note,
+        profile.prod,
+        prod_used,
+        aggregated,
+        score_used,
+        prod_used if args.score_according_prod_usage else None,
+    )
 
 
-def filter_node(
-    estimate: Pair, load: NodeLoad, args: LoadAwareArgs, now: float, daemonset: bool = False
+def is_prod_pod(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod is koord-prod (GetPodPriorityClassWithDefault): prodUsageThresholds
+    and scoreAccordingProdUsage judge it on the prod pods' usage. Raises PodReadError."""
+    try:
+        return priority_class_with_default(pod) is qos.PROD
+    except _READ_ERRORS as err:
+        raise PodReadError(f"pod {pod_key(pod)}: unreadable priority ({err})") from None
+
+
+def filter_node(  # noqa: PLR0917 - the verb's inputs
+    estimate: Pair,
+    load: NodeLoad,
+    args: LoadAwareArgs,
+    now: float,
+    daemonset: bool = False,
+    prod: bool = False,
 ) -> str | None:
     """None when the pod fits the node's usage thresholds, else the reason. A node without a
-    NodeMetric (no koordlet) passes: load awareness is an optimisation, not a requirement."""
-    return filter_nodes(estimate, (load,), args, now, daemonset)[0]
+    NodeMetric (no koordlet) passes: load awareness is an optimisation, not a requirement.
+    ``prod``: the pod is koord-prod (is_prod_pod)."""
+    return filter_nodes(estimate, (load,), args, now, daemonset, prod)[0]
 
 
-def score_node(estimate: Pair, load: NodeLoad, args: LoadAwareArgs, now: float) -> int:
+def score_node(
+    estimate: Pair, load: NodeLoad, args: LoadAwareArgs, now: float, prod: bool = False
+) -> int:
     """Koordinator's 0..100 score: the weighted mean of each resource's free share after the
     pod, (allocatable - used) * 100 // allocatable (0 when over), plus the smallest share at
     the dominant weight. 0 for a node without a fresh NodeMetric."""
-    return score_nodes(estimate, (load,), args, now)[0]
+    return score_nodes(estimate, (load,), args, now, prod)[0]
 
 
 # The extender runs these for every node of every request, so they take all the nodes at
 # once and are written out: a Python call per node would cost more than the arithmetic.
 
 
-def filter_nodes(
+def filter_nodes(  # noqa: PLR0917 - the verb's inputs
     estimate: Pair,
     loads: Sequence[NodeLoad | None],
     args: LoadAwareArgs,
     now: float,
     daemonset: bool = False,
+    prod: bool = False,
 ) -> list[str | None]:
     """filter_node for each load (None for a None load)."""
     if daemonset:
@@ -458,7 +809,8 @@ def filter_nodes(
         if load is None:
             append(None)
             continue
-        checked, updated, cpu_over, memory_over = load.filter_facts
+        facts = load.prod_filter_facts if prod else load.filter_facts
+        checked, updated, cpu_over, memory_over, cpu_reason, memory_reason = facts
         if not checked:
             append(None)
         elif check_expiry and updated <= stale_before:
@@ -466,7 +818,7 @@ def filter_nodes(
         elif checked == 1 or (e_cpu < cpu_over and e_memory < memory_over):
             append(None)
         else:
-            append(REASON_CPU_USAGE if e_cpu >= cpu_over else REASON_MEMORY_USAGE)
+            append(cpu_reason if e_cpu >= cpu_over else memory_reason)
     return reasons
 
 
@@ -474,7 +826,11 @@ _MEMO_LIMIT = 256  # scores remembered per load, one per distinct pod estimate
 
 
 def score_nodes(
-    estimate: Pair, loads: Sequence[NodeLoad | None], args: LoadAwareArgs, now: float
+    estimate: Pair,
+    loads: Sequence[NodeLoad | None],
+    args: LoadAwareArgs,
+    now: float,
+    prod: bool = False,
 ) -> list[int]:
     """score_node for each load (0 for a None load). A load remembers the score of each
     estimate it saw: pods come in few shapes, and the arithmetic is on byte counts."""
@@ -493,7 +849,8 @@ def score_nodes(
         if load is None:
             append(0)
             continue
-        reported, updated, memo, cpu_free, cpu_total, memory_free, memory_total = load.score_facts
+        facts = load.prod_score_facts if prod else load.score_facts
+        reported, updated, memo, cpu_free, cpu_total, memory_free, memory_total = facts
         if reported != 2 or updated <= stale_before:
             append(0)
             continue
@@ -546,6 +903,7 @@ class _Entry:
     metric: Mapping[str, Any] | None
     assigned: AssignedPods
     load: NodeLoad
+    profile: ThresholdProfile
 
 
 class LoadCache:
@@ -616,12 +974,12 @@ class LoadCache:
         else:
             digest, note = self._digest(name, node_metric)
         if entry is not None and entry.args is args and _same_object(entry.node, node):
-            allocatable, thresholds = entry.load.allocatable, entry.load.thresholds
+            allocatable, profile = entry.load.allocatable, entry.profile
         else:
-            allocatable, thresholds = node_allocatable(node), node_thresholds(node, args)
+            allocatable, profile = node_allocatable(node), node_threshold_profile(node, args)
         estimate = functools.partial(self.estimate, args=args)
-        load = _load(allocatable, thresholds, digest, note, snapshot, estimate)
+        load = _load(allocatable, profile, digest, note, snapshot, estimate, args)
         if len(self._nodes) >= self.limit:
             self._nodes.clear()
-        self._nodes[name] = _Entry(args, node, node_metric, snapshot, load)
+        self._nodes[name] = _Entry(args, node, node_metric, snapshot, load, profile)
         return load

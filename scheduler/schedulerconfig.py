@@ -46,6 +46,10 @@ _FOLLOWED: Mapping[str, frozenset[str]] = {
             "dominantResourceWeight",
             "usageThresholds",
             "estimatedScalingFactors",
+            "prodUsageThresholds",
+            "prodUsageIncludeSys",
+            "scoreAccordingProdUsage",
+            "aggregated",
         }
     ),
     NODE_NUMA_RESOURCE: frozenset({"defaultCPUBindPolicy", "numaScoringStrategy"}),

@@ -119,3 +119,52 @@ def test_host_applications_above_a_priority_count() -> None:
     assert host_apps_above(view, qos.BATCH) == (3000, 3 * GI)
     assert host_apps_above(view, qos.MID) == (1000, GI)
     assert host_apps_above(view, qos.PROD) == (0, 0)
+
+
+def test_aggregated_node_usages_are_read_by_type_and_duration() -> None:
+    """koordlet's aggregatedNodeUsages: one entry per duration (Go's "5m0s"), a ResourceMap
+    per type; a resource left out reads as 0 and a type without resources is absent, as
+    Koordinator's scheduler reads them."""
+    status = {
+        "nodeMetric": {
+            "aggregatedNodeUsages": [
+                {
+                    "duration": "5m0s",
+                    "usage": {
+                        "p95": resource_map(7.125, 3 * GI),
+                        "p50": {"resources": {"cpu": "2"}},
+                        "p99": {"resources": {}},
+                    },
+                },
+                {"duration": "1h0m0s", "usage": {"avg": resource_map(1.5, 9.0)}},
+            ]
+        }
+    }
+    view = read_node_metric({"status": status})
+    assert view.aggregated == {
+        ("p95", 300.0): (7125, 3 * GI),
+        ("p50", 300.0): (2000, 0),
+        ("avg", 3600.0): (1500, 9),
+    }
+    assert read_node_metric({"status": {"nodeMetric": {}}}).aggregated == {}
+
+
+@pytest.mark.parametrize(
+    ("entries", "where"),
+    [
+        pytest.param({"duration": "5m"}, "aggregatedNodeUsages: must be a list", id="not-a-list"),
+        pytest.param(
+            [{"duration": "five", "usage": {}}],
+            "aggregatedNodeUsages[0].duration: not a duration",
+            id="bad-duration",
+        ),
+        pytest.param(
+            [{"duration": "5m", "usage": {"p95": {"resources": {"cpu": "-1"}}}}],
+            "aggregatedNodeUsages[0].usage.p95: negative usage",
+            id="negative",
+        ),
+    ],
+)
+def test_unusable_aggregates_name_the_path(entries: Any, where: str) -> None:
+    with pytest.raises(MetricError, match=re.escape(where)):
+        read_node_metric({"status": {"nodeMetric": {"aggregatedNodeUsages": entries}}})

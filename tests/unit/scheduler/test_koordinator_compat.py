@@ -148,6 +148,7 @@ profiles:
         usageThresholds: {cpu: 37, memory: 91}
         estimatedScalingFactors: {cpu: 73, memory: 61}
         prodUsageThresholds: {cpu: 29}
+        allowCustomizeEstimation: true
     - name: NodeNUMAResource
       args:
         apiVersion: kubescheduler.config.k8s.io/v1
@@ -234,7 +235,8 @@ def test_the_configuration_gives_the_plugins_their_args_and_names_the_rest(
         assert plugin in taken and plugin + " (" not in ignored
     for rest in ("leaderElection", "ElasticQuota args", "Coscheduling args", "NodeResourcesFit"):
         assert rest in ignored
-    assert "LoadAwareSchedulingArgs.prodUsageThresholds" in ignored
+    assert "LoadAwareSchedulingArgs.allowCustomizeEstimation" in ignored
+    assert "prodUsageThresholds" not in ignored
     assert config.scheduler_name == "koord-scheduler"
     args = config.extender.loadaware
     assert (args.node_metric_expiration_seconds, args.cpu_threshold, args.cpu_weight) == (
@@ -243,6 +245,7 @@ def test_the_configuration_gives_the_plugins_their_args_and_names_the_rest(
         3,
     )
     assert not args.filter_expired_node_metrics
+    assert (args.prod_cpu_threshold, args.prod_memory_threshold) == (29, 0)
     assert config.extender.cpubind.default_policy == "SpreadByPCPUs"
     assert config.extender.cpubind.numa_allocate_strategy == "MostAllocated"
 
@@ -255,9 +258,13 @@ def test_the_configurations_threshold_and_models_filter_nodes(tmp_path: Path) ->
     view = StaticClusterView(
         nodes=[make_node("warm")], node_metrics=[make_metric("warm", cpu="13", age=30)]
     )
-    args = {"Pod": make_pod("web", requests={"cpu": "1"}), "NodeNames": ["warm"]}
+    batch = make_pod("web", requests={"kubernetes.io/batch-cpu": "1000"}, priority=5500)
+    args = {"Pod": batch, "NodeNames": ["warm"]}
     assert filter(args, view, NOW)["NodeNames"] == ["warm"]
     assert filter(args, view, NOW, config=config)["NodeNames"] == []
+    # a koord-prod pod is judged on the prod pods' usage (prodUsageThresholds), none here
+    prod = {"Pod": make_pod("api", requests={"cpu": "1"}), "NodeNames": ["warm"]}
+    assert filter(prod, view, NOW, config=config)["NodeNames"] == ["warm"]
     # a pod sharing a GPU is kept off the model the file names, a whole-GPU pod is not
     labels = {
         "node.koordinator.sh/gpu-vendor": "huawei",
