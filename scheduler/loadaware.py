@@ -533,10 +533,12 @@ class NodeLoad:
     # What filter_nodes and score_nodes read, worked out once per load: they run for every
     # node of every request. reported: 0 no NodeMetric (or no thresholds, for the filter),
     # 1 one without status.nodeMetric, 2 a full one. The update time is -inf if unknown.
-    filter_facts: tuple[int, float, float, float, str, str] = field(init=False)
+    filter_facts: tuple[int, float, float, float] = field(init=False)
     """(reported, update time, the smallest cpu and memory estimates that exceed the
-    thresholds: inf when unchecked, the cpu and memory reasons) for a non-prod pod"""
-    prod_filter_facts: tuple[int, float, float, float, str, str] = field(init=False)
+    thresholds: inf when unchecked) for a non-prod pod"""
+    prod_filter_facts: tuple[int, float, float, float] = field(init=False)
+    reasons: tuple[str, str] = field(init=False)  # (cpu, memory), for a non-prod pod
+    prod_reasons: tuple[str, str] = field(init=False)
     score_facts: tuple[int, float, dict[str, int], int, int, int, int] = field(init=False)
     """(reported, update time, scores by estimate key, free cpu, allocatable cpu, free
     memory, allocatable memory); free is -1 where allocatable is 0 (scored 0 then)"""
@@ -546,18 +548,21 @@ class NodeLoad:
         metric = self.metric
         reported = 0 if metric is None else 2 if metric.has_node_metric else 1
         updated = -math.inf if metric is None or metric.update_time is None else metric.update_time
-        reasons = (REASON_CPU_USAGE, REASON_MEMORY_USAGE)
+        usage_reasons = reasons = (REASON_CPU_USAGE, REASON_MEMORY_USAGE)
         if self.aggregated is None:
-            facts = self._filter_facts(reported, updated, self.thresholds, self.used, reasons)
+            facts = self._filter_facts(reported, updated, self.thresholds, self.used)
         else:
             thresholds, used = self.aggregated
-            agg_reasons = (REASON_CPU_AGGREGATED_USAGE, REASON_MEMORY_AGGREGATED_USAGE)
-            facts = self._filter_facts(reported, updated, thresholds, used, agg_reasons)
+            reasons = (REASON_CPU_AGGREGATED_USAGE, REASON_MEMORY_AGGREGATED_USAGE)
+            facts = self._filter_facts(reported, updated, thresholds, used)
         object.__setattr__(self, "filter_facts", facts)
+        object.__setattr__(self, "reasons", reasons)
         if self.prod_thresholds != (0, 0):
             prod = self.prod_thresholds
-            facts = self._filter_facts(reported, updated, prod, self.prod_used, reasons)
+            facts = self._filter_facts(reported, updated, prod, self.prod_used)
+            reasons = usage_reasons
         object.__setattr__(self, "prod_filter_facts", facts)
+        object.__setattr__(self, "prod_reasons", reasons)
         used = self.used if self.score_used is None else self.score_used
         score = self._score_facts(reported, updated, used)
         object.__setattr__(self, "score_facts", score)
@@ -566,8 +571,8 @@ class NodeLoad:
         object.__setattr__(self, "prod_score_facts", score)
 
     def _filter_facts(
-        self, reported: int, updated: float, thresholds: Pair, used: Pair, reasons: tuple[str, str]
-    ) -> tuple[int, float, float, float, str, str]:
+        self, reported: int, updated: float, thresholds: Pair, used: Pair
+    ) -> tuple[int, float, float, float]:
         (cpu_total, memory_total), (cpu_used, memory_used) = self.allocatable, used
         cpu_max, memory_max = thresholds
         return (
@@ -575,7 +580,6 @@ class NodeLoad:
             updated,
             _exceeding_estimate(cpu_used, cpu_total, cpu_max),
             _exceeding_estimate(memory_used, memory_total, memory_max),
-            *reasons,
         )
 
     def _score_facts(
@@ -624,7 +628,10 @@ class AssignedSums:
 
 
 def assigned_sums(
-    metric: MetricDigest, assigned: AssignedPods, estimate: Callable[[Mapping[str, Any]], Pair]
+    metric: MetricDigest,
+    assigned: AssignedPods,
+    estimate: Callable[[Mapping[str, Any]], Pair],
+    prod: bool = True,
 ) -> AssignedSums:
     """A pod adds max(0, estimate - reported usage) to node_delta when the NodeMetric has no
     usage for it, or when it was assigned after updateTime - reportInterval (its usage may not
@@ -632,7 +639,9 @@ def assigned_sums(
     reports it as koord-prod too, and to prod_delta as for node_delta, its whole estimate
     where podsMetric does not call it prod. ``estimate`` maps a pod to its estimate;
     terminated and unreadable pods add nothing. ``assigned`` must hold every active pod of
-    the node for estimated and prod_usage to be whole."""
+    the node for estimated and prod_usage to be whole. prod=False: the prod sums are left 0
+    (nothing reads them: the pods' priorities are then not worked out)."""
+    want_prod = prod
     if metric.update_time is None:
         window_start = -math.inf
     else:
@@ -645,7 +654,7 @@ def assigned_sums(
             continue
         try:
             e_cpu, e_memory = estimate(pod)
-            prod = priority_class_with_default(pod) is qos.PROD
+            prod = want_prod and priority_class_with_default(pod) is qos.PROD
         except (PodReadError, *_READ_ERRORS):
             continue
         key = pod_key(pod)
@@ -673,7 +682,7 @@ def assigned_delta(
     metric: MetricDigest, assigned: AssignedPods, estimate: Callable[[Mapping[str, Any]], Pair]
 ) -> Pair:
     """Koordinator's nodeDelta (AssignedSums.node_delta)."""
-    return assigned_sums(metric, assigned, estimate).node_delta
+    return assigned_sums(metric, assigned, estimate, prod=False).node_delta
 
 
 def node_load(
@@ -722,7 +731,9 @@ def _load(  # noqa: PLR0917 - a private helper of node_load and LoadCache.node_l
 ) -> NodeLoad:
     if digest is None:
         return NodeLoad(allocatable, profile.usage, None, (0, 0), note, profile.prod)
-    sums = assigned_sums(digest, assigned, estimate)
+    # prod sums are read only with prod thresholds (the args' or the node's) or prod scores
+    want_prod = profile.prod != (0, 0) or args.score_according_prod_usage
+    sums = assigned_sums(digest, assigned, estimate, want_prod)
     used = _add(digest.node_usage, sums.node_delta)
     prod_used = _add(sums.prod_usage, sums.prod_delta)
     if args.prod_usage_include_sys:
@@ -809,8 +820,9 @@ def filter_nodes(  # noqa: PLR0917 - the verb's inputs
         if load is None:
             append(None)
             continue
-        facts = load.prod_filter_facts if prod else load.filter_facts
-        checked, updated, cpu_over, memory_over, cpu_reason, memory_reason = facts
+        checked, updated, cpu_over, memory_over = (
+            load.prod_filter_facts if prod else load.filter_facts
+        )
         if not checked:
             append(None)
         elif check_expiry and updated <= stale_before:
@@ -818,6 +830,7 @@ def filter_nodes(  # noqa: PLR0917 - the verb's inputs
         elif checked == 1 or (e_cpu < cpu_over and e_memory < memory_over):
             append(None)
         else:
+            cpu_reason, memory_reason = load.prod_reasons if prod else load.reasons
             append(cpu_reason if e_cpu >= cpu_over else memory_reason)
     return reasons
 
@@ -849,8 +862,9 @@ def score_nodes(
         if load is None:
             append(0)
             continue
-        facts = load.prod_score_facts if prod else load.score_facts
-        reported, updated, memo, cpu_free, cpu_total, memory_free, memory_total = facts
+        reported, updated, memo, cpu_free, cpu_total, memory_free, memory_total = (
+            load.prod_score_facts if prod else load.score_facts
+        )
         if reported != 2 or updated <= stale_before:
             append(0)
             continue

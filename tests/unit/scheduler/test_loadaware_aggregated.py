@@ -556,3 +556,20 @@ def test_digest_maps_each_type_to_its_longest_duration() -> None:
     assert digest.aggregated["p99", 0.0] == (30000, 40 * GI)
     assert digest.aggregated["p50", 0.0] == digest.aggregated["p50", 600.0]
     assert ("p90", 0.0) not in digest.aggregated
+
+
+def test_a_node_annotation_alone_can_set_prod_thresholds() -> None:
+    custom = {"prodUsageThresholds": {"cpu": 37}}
+    node = make_node(
+        cpu="40",
+        memory="160Gi",
+        annotations={keys.ANNOTATION_CUSTOM_USAGE_THRESHOLDS: json.dumps(custom)},
+    )
+    # the args' 65 % on the node's 36 + 5.1 cores, or the annotation's 37 % on prod's 15.1
+    assert decide(prod_pod(), BUSY, LoadAwareArgs(), [WEB_OLD])[0] == REASON_CPU_USAGE
+    assert decide(prod_pod(), BUSY, LoadAwareArgs(), [WEB_OLD], node=node)[0] == REASON_CPU_USAGE
+    custom["prodUsageThresholds"] = {"cpu": 38}
+    node["metadata"]["annotations"][keys.ANNOTATION_CUSTOM_USAGE_THRESHOLDS] = json.dumps(custom)
+    assert decide(prod_pod(), BUSY, LoadAwareArgs(), [WEB_OLD], node=node)[0] is None
+    # its usageThresholds are still the args': a batch pod is judged on the node
+    assert decide(be_pod(), BUSY, LoadAwareArgs(), [WEB_OLD], node=node)[0] == REASON_CPU_USAGE
