@@ -23,6 +23,7 @@ from runtimehooks.rules import DEFAULT_HAMI_CORE_LIBRARY
 
 QOS = "QoS manager"
 KUBELET = "kubelet (cluster mode)"
+PREDICTION = "peak prediction (prodReclaimableMetric)"
 
 
 def checked_kube_dir(text: str) -> str:
@@ -299,6 +300,72 @@ class Config:
         ),
     )
 
+    # Peak prediction (koordlet.prediction): Koordinator's flags and defaults
+    prediction_cold_start: float = field(
+        default=24 * 3600.0,
+        metadata=flag(
+            "prediction-cold-start-duration",
+            "a prod pod younger than this adds nothing to the per-pod reclaimable estimate",
+            group=PREDICTION,
+        ),
+    )
+    prediction_safety_margin_percent: int = field(
+        default=10,
+        metadata=flag(
+            "prediction-safety-margin-percent",
+            "added to each predicted peak, in percent",
+            group=PREDICTION,
+        ),
+    )
+    prediction_memory_half_life: float = field(
+        default=24 * 3600.0,
+        metadata=flag(
+            "prediction-memory-histogram-decay-halflife",
+            "a memory sample this much older counts half",
+            group=PREDICTION,
+        ),
+    )
+    prediction_cpu_half_life: float = field(
+        default=12 * 3600.0,
+        metadata=flag(
+            "prediction-cpu-histogram-decay-halflife",
+            "a cpu sample this much older counts half",
+            group=PREDICTION,
+        ),
+    )
+    prediction_training_interval: float = field(
+        default=60.0,
+        metadata=flag(
+            "prediction-training-interval",
+            "how often the models take a sample (the p90 of the last interval)",
+            group=PREDICTION,
+        ),
+    )
+    prediction_model_expiration: float = field(
+        default=1800.0,
+        metadata=flag(
+            "prediction-model-expiration-duration",
+            "a model without a sample for this long is dropped with its checkpoint",
+            group=PREDICTION,
+        ),
+    )
+    prediction_checkpoint_interval: float = field(
+        default=600.0,
+        metadata=flag(
+            "prediction-model-checkpoint-interval",
+            "how often each model is saved to the metric cache folder's prediction.db",
+            group=PREDICTION,
+        ),
+    )
+    prediction_checkpoint_max_per_step: int = field(
+        default=12,
+        metadata=flag(
+            "prediction-model-checkpoint-max-per-step",
+            "the most models saved after one training pass",
+            group=PREDICTION,
+        ),
+    )
+
     # Not flags: how the command line was read (koordlet.cli), said once at start-up.
     # Koordinator's flags given that have no effect here, with why (KOORDINATOR_ONLY, klog's).
     ignored_flags: tuple[tuple[str, str], ...] = ()
@@ -314,7 +381,9 @@ class Config:
         return self.var_run_root / self.containerd_endpoint
 
 
-_PREDICTION = "no resource prediction here: batch resources come from measured usage (NodeMetric)"
+_PREDICTION_FILES = (
+    "prediction checkpoints are kept in prediction.db beside the metric cache (--tsdb-path)"
+)
 _TSDB = "tunes Prometheus' TSDB; the metric cache here is SQLite (--tsdb-path, --tsdb-max-bytes)"
 _AUDIT = "the QoS audit trail is logged and kept in memory for /api/v1/explain, not in files"
 _PROXY = "koord-runtime-proxy hooks are not served: the hooks reach containerd over NRI only"
@@ -373,15 +442,7 @@ KOORDINATOR_ONLY: dict[str, Ignored] = {
     "enable-pod-taskids": Ignored("pods' task ids are read when a strategy needs them", True),
     "node-topology-sync-interval": Ignored("NodeTopologyReport is not implemented"),
     "pod-resources-proxy-path": Ignored("PodResourcesProxy is not implemented"),
-    "prediction-checkpoint-filepath": Ignored(_PREDICTION),
-    "prediction-cold-start-duration": Ignored(_PREDICTION),
-    "prediction-cpu-histogram-decay-halflife": Ignored(_PREDICTION),
-    "prediction-memory-histogram-decay-halflife": Ignored(_PREDICTION),
-    "prediction-model-checkpoint-interval": Ignored(_PREDICTION),
-    "prediction-model-checkpoint-max-per-step": Ignored(_PREDICTION),
-    "prediction-model-expiration-duration": Ignored(_PREDICTION),
-    "prediction-safety-margin-percent": Ignored(_PREDICTION),
-    "prediction-training-interval": Ignored(_PREDICTION),
+    "prediction-checkpoint-filepath": Ignored(_PREDICTION_FILES),
     "report-interval": Ignored(
         "deprecated in Koordinator too: colocation-config's metricReportIntervalSeconds"
     ),

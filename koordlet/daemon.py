@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from koordapi.features import GPU_ENV_INJECT
 from koordapi.nodemetric import MetricError, read_node_metric
+from koordapi.qos import PROD
 from koordlet.applying import Applier
 from koordlet.cgroupfs.hierarchy import raise_open_files_limit
 from koordlet.cluster import build_api, build_eviction_api, cluster_mode
@@ -47,6 +48,8 @@ from koordlet.metrics import HealthCollector, KoordletMetrics, LabelCache
 from koordlet.nodemetric import build_status
 from koordlet.nri.conflicts import ConflictTracker
 from koordlet.nri.hooks import HookServer
+from koordlet.prediction.peak import PeakPredictor
+from koordlet.prediction.server import ServerSettings
 from koordlet.qosmanager.audit import Action, AuditTrail
 from koordlet.qosmanager.cgreconcile import CgroupReconcile
 from koordlet.qosmanager.cpuburst import CPUBurst
@@ -63,7 +66,7 @@ from koordlet.sdnotify import notify, watchdog_interval
 from koordlet.server import StatusServer
 from koordlet.states.devnodes import NvidiaDeviceNodes
 from koordlet.states.nodeconfig import NodeConfigFile
-from koordlet.states.pods import PodStore
+from koordlet.states.pods import KnownPod, PodStore
 from koordlet.states.snapshot import build_rules
 from koordlet.states.topology import detect_kernel, read_topology
 from koordlet.states.unsupported import UnsupportedFieldsReport
@@ -225,6 +228,23 @@ class Koordlet:
         )
         self.audit = AuditTrail(on_action=self._count_action)
         self.views.audit = self.audit
+        self.predictor = PeakPredictor(
+            self.cache,
+            config.tsdb_path,
+            ServerSettings(
+                training_interval=config.prediction_training_interval,
+                cpu_half_life=config.prediction_cpu_half_life,
+                memory_half_life=config.prediction_memory_half_life,
+                model_expiration=config.prediction_model_expiration,
+                checkpoint_interval=config.prediction_checkpoint_interval,
+                checkpoint_max_per_step=config.prediction_checkpoint_max_per_step,
+            ),
+            cold_start=config.prediction_cold_start,
+            safety_margin_percent=config.prediction_safety_margin_percent,
+            node=lambda: self.node_config.current,
+            record=lambda name, pair: self.metrics.record_predicted_reclaimable(name, *pair),
+        )
+        self.views.reclaimable = self._prod_reclaimable
         self.evictor = Evictor(self._eviction_backend(), self.metrics)
         self.qos = QoSManager(
             self._strategies(),
@@ -356,8 +376,14 @@ class Koordlet:
                 self.views.clock(),
                 aggregate_seconds=aggregate_seconds,
                 durations=durations,
+                reclaimable=self._prod_reclaimable,
             )
         )
+
+    def _prod_reclaimable(self, pods: list[KnownPod], now: float) -> tuple[int, int] | None:
+        found = self.predictor.prod_reclaimable(pods, now)
+        self.metrics.record_priority_reclaimable(PROD.name, found)
+        return found
 
     def _reported(self, status: dict[str, Any]) -> dict[str, Any]:
         """``status``, after its node and system usage went to koordlet_node_metric_*."""
@@ -525,6 +551,17 @@ class Koordlet:
             notify("WATCHDOG=1")
             await asyncio.sleep(interval)
 
+    async def train_predictor(self) -> None:
+        """The peak predictor's passes, in a worker thread like the collectors': a pass reads
+        the metric cache and never waits on the event loop, so NRI requests are not held up."""
+        await asyncio.to_thread(self.predictor.restore)
+        while True:
+            await asyncio.sleep(self.config.prediction_training_interval)
+            try:
+                await asyncio.to_thread(self.predictor.run_pass, self.pods.snapshot())
+            except Exception:  # a bug in one pass must not end prediction for good
+                log.exception("peak prediction: the training pass failed")
+
     async def expire_metrics(self) -> None:
         while True:
             await asyncio.sleep(300)
@@ -666,6 +703,7 @@ class Koordlet:
             asyncio.create_task(self.collectors.run()),
             cluster or asyncio.create_task(self.report_node_metric()),
             asyncio.create_task(self.expire_metrics()),
+            asyncio.create_task(self.train_predictor()),
             asyncio.create_task(self.qos.run()),
             asyncio.create_task(self.serve_status()),
         ]
@@ -705,6 +743,7 @@ class Koordlet:
         self.collectors.close()
         if self.schedlat is not None:
             self.schedlat.close()
+        self.predictor.close()
         self.cache.close()
         if self.kube is not None:
             await self.kube.client.close()

@@ -44,17 +44,10 @@ NOT_MEASURED = {
     "koordlet_host_application_resource_usage": (
         "NodeSLO hostApplications are not collected: no host-application cgroups are read"
     ),
-    "koordlet_node_predicted_resource_reclaimable": (
-        "no resource prediction here: batch resources come from measured usage (NodeMetric)"
-    ),
     "koordlet_node_predicted_resource_peak": (
-        "no resource prediction here: batch resources come from measured usage (NodeMetric)"
-    ),
-    "koordlet_node_priority_resource_reclaimable": (
-        "no prod reclaimable prediction: the NodeMetric carries no prodReclaimableMetric"
-    ),
-    "koordlet_node_resource_priority_reclaimable_status": (
-        "no prod reclaimable prediction: the NodeMetric carries no prodReclaimableMetric"
+        "the peak predictor reports what its peaks leave (prodReclaimableMetric, "
+        "koordlet_node_predicted_resource_reclaimable), not the peaks; Koordinator v1.8 declares "
+        "this gauge and never sets it either"
     ),
     "koordlet_resctrl_llc_occupancy": (
         "resctrl monitoring groups (mon_data) are not read: resctrl is only written (L3 CAT, MBA)"

@@ -283,6 +283,25 @@ class KoordletMetrics:
             ["node", "resource", "unit"],
             registry=r,
         )
+        # -- peak prediction (koordlet.prediction) ---------------------------------------------
+        self.predicted_reclaimable = Gauge(
+            "koordlet_node_predicted_resource_reclaimable",
+            "the node reclaimable resources predicted by koordinator",
+            ["node", "predictor", "resource", "unit"],
+            registry=r,
+        )
+        self.priority_reclaimable = Gauge(
+            "koordlet_node_priority_resource_reclaimable",
+            "the reclaimable resources of a priority class the NodeMetric reports",
+            ["node", "priority", "resource", "unit"],
+            registry=r,
+        )
+        self.priority_reclaimable_status = Gauge(
+            "koordlet_node_resource_priority_reclaimable_status",
+            "1 while the reclaimable resources of a priority class cannot be predicted, else 0",
+            ["node", "priority"],
+            registry=r,
+        )
         # -- koordlet's own calls out: count, latency and errors ------------------------------
         # Rates and error rates come from the _count series by ``code``; every label value is
         # from a short fixed list (no pod names, no URLs with names in them).
@@ -342,6 +361,19 @@ class KoordletMetrics:
         for resource, unit, amount in (("cpu", "core", cores), ("memory", "byte", memory)):
             if amount is not None:
                 gauge.labels(self.node, resource, unit).set(amount)
+
+    def record_predicted_reclaimable(self, predictor: str, milli: int, memory: int) -> None:
+        """One predictor's result (Koordinator's RecordNodePredictedResourceReclaimable)."""
+        gauge = self.predicted_reclaimable
+        gauge.labels(self.node, predictor, "cpu", "core").set(milli / 1000)
+        gauge.labels(self.node, predictor, "memory", "byte").set(memory)
+
+    def record_priority_reclaimable(self, priority: str, found: tuple[int, int] | None) -> None:
+        """What the NodeMetric reports for ``priority``; None: no prediction (0, status 1)."""
+        milli, memory = found if found is not None else (0, 0)
+        self.priority_reclaimable.labels(self.node, priority, "cpu", "core").set(milli / 1000)
+        self.priority_reclaimable.labels(self.node, priority, "memory", "byte").set(memory)
+        self.priority_reclaimable_status.labels(self.node, priority).set(found is None)
 
     def record_core_sched(self, group: str, ok: bool) -> None:
         self.core_sched_status.labels(self.node, group, "succeeded" if ok else "failed").inc()

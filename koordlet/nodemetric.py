@@ -6,12 +6,15 @@ Same shape as the custom resource (``nodeMetric.nodeUsage``, ``systemUsage``,
 one format whether it comes from the API server or from a node in standalone mode. Usage
 averages over ``aggregate_seconds`` (300 s by default); aggregates (avg, p50, p90, p95, p99)
 per duration (5m, 10m, 30m) appear only once samples exist for that window.
+
+``prodReclaimableMetric`` is the peak predictor's answer (koordlet.prediction) for the pods
+the report lists (those with usage, as Koordinator adds them); left out while it has none.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from koordapi import keys
@@ -20,6 +23,9 @@ from koordapi.nodemetric import resource_map
 from koordapi.qos import priority_class_with_default
 from koordlet.metriccache import MetricCache
 from koordlet.states.pods import KnownPod
+
+# the prod reclaimable (milli-cores, bytes) for the listed pods at a time; None: no prediction
+Reclaimable = Callable[[list[KnownPod], float], tuple[int, int] | None]
 
 DEFAULT_AGGREGATE_SECONDS = 300
 DEFAULT_DURATIONS = (300, 600, 1800)
@@ -48,6 +54,7 @@ def build_status(
     *,
     aggregate_seconds: int = DEFAULT_AGGREGATE_SECONDS,
     durations: Iterable[int] = DEFAULT_DURATIONS,
+    reclaimable: Reclaimable | None = None,
 ) -> dict[str, Any]:
     start = now - aggregate_seconds
     node_metric: dict[str, Any] = {}
@@ -68,11 +75,13 @@ def build_status(
         if aggregated:
             node_metric[key] = aggregated
     pods_metric = []
+    reported: list[KnownPod] = []
     for known in pods:
         request = known.request
         usage = _usage(cache, "pod", {"pod_uid": request.uid}, (start, now), "avg")
         if usage is None:
             continue
+        reported.append(known)
         pods_metric.append(
             {
                 "namespace": request.namespace,
@@ -87,4 +96,9 @@ def build_status(
             }
         )
     updated = datetime.datetime.fromtimestamp(now, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"updateTime": updated, "nodeMetric": node_metric, "podsMetric": pods_metric}
+    status = {"updateTime": updated, "nodeMetric": node_metric, "podsMetric": pods_metric}
+    predicted = reclaimable(reported, now) if reclaimable is not None else None
+    if predicted is not None:
+        cpu_milli, memory = predicted
+        status["prodReclaimableMetric"] = {"resource": resource_map(cpu_milli / 1000, memory)}
+    return status

@@ -22,7 +22,7 @@ from koordlet.inspect.schedlat import GATE as SCHED_LATENCY_GATE
 from koordlet.inspect.schedlat import NAME as SCHED_LATENCY
 from koordlet.inspect.schedlat import PodLatency, SchedLatencyState
 from koordlet.metriccache import MetricCache
-from koordlet.nodemetric import build_status
+from koordlet.nodemetric import Reclaimable, build_status
 from koordlet.nri.conflicts import ConflictTracker
 from koordlet.qosmanager.audit import AuditTrail
 from koordlet.states.pods import PodStore
@@ -78,6 +78,8 @@ class KoordletViews:
         self.schedlat = schedlat
         self.clock = clock
         self.conflicts = conflicts
+        # the peak predictor's prodReclaimable (set by the daemon; None: not reported)
+        self.reclaimable: Reclaimable | None = None
 
     def _last(self, name: str, labels: Mapping[str, str]) -> float | None:
         return self.cache.last(name, labels, self.clock(), FRESH_SECONDS)
@@ -251,7 +253,7 @@ class KoordletViews:
         }
 
     def node_metric(self) -> dict[str, Any]:
-        return build_status(self.cache, self.store, self.clock())
+        return build_status(self.cache, self.store, self.clock(), reclaimable=self.reclaimable)
 
     def query(
         self, metric: str, window_seconds: float, agg: str, labels: Mapping[str, str]

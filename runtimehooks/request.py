@@ -50,6 +50,11 @@ class PodSpecFacts:
     priority: int | None = None  # spec.priority
     memory_request: int = 0  # the pod's effective memory request (Kubernetes' rule), bytes
     container_memory_requests: Mapping[str, int] = field(default_factory=dict)  # by name
+    # the peak predictor's (koordlet.prediction): cpu request (milli-cores, Kubernetes' rule),
+    # metadata.creationTimestamp (unix seconds) and whether the pod is deleted or finished
+    cpu_request: int = 0
+    created: float | None = None
+    terminating: bool = False
 
 
 @dataclass(frozen=True)

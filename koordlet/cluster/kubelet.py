@@ -37,6 +37,7 @@ body was read; ``error`` is the code when no response came (Koordinator records 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import logging
 import ssl
@@ -323,14 +324,31 @@ def spec_facts(pod: Mapping[str, Any]) -> PodSpecFacts:
         except _UNREADABLE:
             containers[str(c["name"])] = 0
     try:
-        _, memory = pod_model.pod_requests(spec)
+        cpu, memory = pod_model.pod_requests(spec)
     except _UNREADABLE:
-        memory = 0
+        cpu = memory = 0
+    meta = pod.get("metadata") or {}
     return PodSpecFacts(
         priority=pod_model.spec_priority(pod),
         memory_request=memory,
         container_memory_requests=containers,
+        cpu_request=cpu,
+        created=_timestamp(meta.get("creationTimestamp")),
+        terminating=bool(meta.get("deletionTimestamp")) or not _running(pod),
     )
+
+
+def _timestamp(text: object) -> float | None:
+    """An RFC 3339 time of the API ("2026-01-02T03:04:05Z") as unix seconds; None if not one."""
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
 
 
 def kubelet_pod(

@@ -79,6 +79,15 @@ OLD_KOORDLET: OldFlags = {
     "--kubelet-read-only-port": (10255, None),
     "--kubelet-ca-file": ("", None),
     "--log-level": ("info", ["debug", "info", "warning", "error"]),
+    # added later, Koordinator's (pkg/koordlet/prediction/config.go): the peak predictor
+    "--prediction-cold-start-duration": ("24h", None),
+    "--prediction-safety-margin-percent": (10, None),
+    "--prediction-memory-histogram-decay-halflife": ("24h", None),
+    "--prediction-cpu-histogram-decay-halflife": ("12h", None),
+    "--prediction-training-interval": ("1m", None),
+    "--prediction-model-expiration-duration": ("30m", None),
+    "--prediction-model-checkpoint-interval": ("10m", None),
+    "--prediction-model-checkpoint-max-per-step": (12, None),
 }
 
 

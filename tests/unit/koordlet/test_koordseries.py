@@ -121,6 +121,8 @@ def happen(world: World) -> None:
     m = world.metrics
     m.record_eviction("default", "batch", "BECPUEvict", NOW)
     m.record_core_sched("group-a", True)
+    m.record_predicted_reclaimable("minPredictor", 1250, 3 << 30)
+    m.record_priority_reclaimable("koord-prod", (1250, 3 << 30))
     m.record_node_metric("nodeUsage", 1.25, 3 << 30)
     m.record_node_metric("systemUsage", 0.5, 1 << 30)
     m.observe_write("cpu.cfs_quota_us", "applied", 0.00002)
