@@ -21,6 +21,8 @@ Subcommands:
     reservation  every Reservation by node: the room it holds now, what its owners took, who
                  they are, when it expires; with `why NAMESPACE/POD`, whether a pod went into
                  one and why (not)
+    whatif       replay this node's recorded history (the metric cache) under another NodeSLO
+                 or colocation config: batch/mid capacity, suppress, evictions, per hour
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import argparse
 import contextlib
 import importlib
 import logging
+import pathlib
 from importlib.metadata import version
 from typing import Any
 
@@ -53,6 +56,7 @@ COMMANDS = {
     "devices": "devices",
     "quota": "quota",
     "reservation": "reservation",
+    "whatif": "whatif",
 }
 
 
@@ -205,6 +209,60 @@ def add_install_parser(sub: Any) -> None:
     )
 
 
+def add_whatif_parser(sub: Any) -> None:
+    cmd = sub.add_parser(
+        "whatif",
+        help="replay this node's recorded history under another NodeSLO or colocation config",
+        description="Replay the node's metric cache (koordlet's recorded usage) under another "
+        "NodeSLO and/or colocation strategy with koord-manager's batch and mid formulas and "
+        "koordlet's suppress and eviction rules, and compare it hour by hour with the "
+        "baseline: batch and mid capacity, BE CPU suppress seconds, eviction triggers, and "
+        "the LS pods' recorded PSI and run-queue latency. The database is only read. Exits 2 "
+        "on unusable input.",
+    )
+    cmd.add_argument(
+        "--db", help="koordlet's metric cache (default: metrics.db in koordlet's --tsdb-path)"
+    )
+    cmd.add_argument(
+        "--since", default="24h", help="window ending at the newest sample, or 'all' (24h)"
+    )
+    cmd.add_argument(
+        "--nodeslo",
+        type=pathlib.Path,
+        help="proposal: slo-controller-config ConfigMap, NodeSLO or its spec (YAML/JSON)",
+    )
+    cmd.add_argument(
+        "--colocation",
+        type=pathlib.Path,
+        help="proposal: colocation-config JSON/YAML, or the ConfigMap",
+    )
+    cmd.add_argument(
+        "--baseline", type=pathlib.Path, help="the configuration in force (default: Koordinator's)"
+    )
+    cmd.add_argument("--capacity", help="cpu=QTY,memory=QTY (default: koordlet's node API)")
+    cmd.add_argument("--reserved", help="cpu=QTY,memory=QTY kept for the system (default 0)")
+    cmd.add_argument("--prod-requests", help="cpu=QTY,memory=QTY: Σ requests of prod pods")
+    cmd.add_argument(
+        "--be-pod",
+        action="append",
+        default=[],
+        metavar="UID",
+        help="a BE pod's uid (repeatable): its memory is not counted as LS usage",
+    )
+    cmd.add_argument(
+        "--node-label", action="append", default=[], help="KEY=VALUE for nodeSelectors"
+    )
+    cmd.add_argument("--addr", default=DEFAULT_ADDR, help="koordlet's --addr (capacity)")
+    cmd.add_argument("--plot", metavar="FILE.svg", help="write an SVG of capacity against usage")
+    cmd.add_argument(
+        "--pressure-psi",
+        type=float,
+        default=10.0,
+        help="LS cpu PSI some avg10 (%%) that marks an hour as under pressure (default 10)",
+    )
+    cmd.add_argument("--json", action="store_true", help="the hours as JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="koordctl", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=version("koordinator-py"))
@@ -298,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_devices_parser(sub)
     add_quota_parser(sub)
     add_reservation_parser(sub)
+    add_whatif_parser(sub)
     return parser
 
 

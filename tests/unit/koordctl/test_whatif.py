@@ -1,0 +1,365 @@
+"""koordctl whatif: a synthetic history with a known shape, replayed under configurations whose
+outcomes differ by amounts derived by hand below.
+
+The node (13 cores, 50 GiB): an LS pod peaks every 30 minutes (5.5 cores and 30 GiB node
+memory during the second and fourth quarter of each hour, 2.5 cores and 22 GiB otherwise); BE
+pods use 3.25 cores throughout; the system 0.75 cores (node - pods). Samples every second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from koordctl import build_parser, main
+from koordctl.whatif import compute
+from koordlet.metriccache import MetricCache, Sample
+
+GI = 1 << 30
+T0 = 1_765_000_800  # 2025-12-06 06:00:00 UTC, an hour boundary
+HOURS = 2
+CAPACITY = "cpu=13,memory=50Gi"
+PSI = {"psi_resource_type": "cpu", "psi_precision": "avg10"}
+
+
+def peak(second: int) -> bool:
+    return (second // 900) % 2 == 1
+
+
+def samples(start: int, end: int) -> list[Sample]:
+    out = []
+    be = {"be_resource": "cpu"}
+    for s in range(start, end):
+        t = T0 + s + 0.25
+        ls, memory = (5.5, 30 * GI) if peak(s) else (2.5, 22 * GI)
+        out += [
+            Sample("node_cpu_usage", {}, t, ls + 3.25 + 0.75),
+            Sample("node_memory_usage", {}, t, memory),
+            Sample("pod_cpu_usage", {"pod_uid": "ls-1"}, t, ls),
+            Sample("pod_cpu_usage", {"pod_uid": "be-1"}, t, 3.25),
+            Sample("pod_memory_usage", {"pod_uid": "ls-1"}, t, memory - 10 * GI),
+            Sample("pod_memory_usage", {"pod_uid": "be-1"}, t, 6 * GI),
+            Sample("node_be", {**be, "be_allocation": "usage"}, t, 3250),
+            Sample("node_be", {**be, "be_allocation": "request"}, t, 4000),
+            Sample(
+                "pod_psi",
+                {"pod_uid": "ls-1", **PSI, "psi_degree": "some"},
+                t,
+                12.5 if peak(s) else 0.5,
+            ),
+            Sample("qos_runq_latency_p99", {"qos": "LS"}, t, 900.0 if peak(s) else 40.0),
+        ]
+    return out
+
+
+def write_history(path: Path, seconds: int = HOURS * 3600) -> None:
+    cache = MetricCache(path, retention_seconds=1e9, max_bytes=1 << 40)
+    cache.append(samples(0, seconds))
+    cache.close()
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("whatif") / "metrics.db"
+    write_history(path)
+    return path
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def colocation(tmp_path: Path, name: str, reclaim: int) -> Path:
+    return write(
+        tmp_path / name, json.dumps({"enable": True, "cpuReclaimThresholdPercent": reclaim})
+    )
+
+
+THRESHOLDS = {
+    "enable": True,
+    "cpuSuppressThresholdPercent": 65,
+    "memoryEvictThresholdPercent": 65,
+    "cpuEvictThresholdPercent": 70,
+    "evictEnabledPriorityThreshold": 5000,
+}
+
+
+def configmap(tmp_path: Path, reclaim: int, thresholds: Mapping[str, object]) -> Path:
+    """The slo-controller-config ConfigMap as users write it (YAML, JSON strings in data)."""
+    threshold_json = json.dumps({"clusterStrategy": thresholds})
+    colocation_json = json.dumps({"enable": True, "cpuReclaimThresholdPercent": reclaim})
+    return write(
+        tmp_path / "slo-controller-config.yaml",
+        "apiVersion: v1\nkind: ConfigMap\n"
+        "metadata: {name: slo-controller-config, namespace: koordinator-system}\n"
+        "data:\n"
+        f"  colocation-config: '{colocation_json}'\n"
+        f"  resource-threshold-config: '{threshold_json}'\n",
+    )
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> Any:
+    assert main(["whatif", "--since", "all", "--capacity", CAPACITY, "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_lower_reclaim_threshold_gives_exactly_the_margin_less_batch_cpu(
+    db: Path, tmp_path: Path
+) -> None:
+    # batch cpu = 13 - 13 x (100 - reclaim)% - system 0.75 - LS used; 70% → 8.35 - LS,
+    # 55% → 6.4 - LS: 1.95 cores less at every step (LS 2.5 → 5.85 / 3.9, LS 5.5 → 2.85 / 0.9)
+    args = build_parser().parse_args(
+        ["whatif", "--db", str(db), "--since", "all", "--capacity", CAPACITY,
+         "--baseline", str(colocation(tmp_path, "base.json", 70)),
+         "--colocation", str(colocation(tmp_path, "new.json", 55))]
+    )  # fmt: skip
+    outcome = compute(args)
+    base, proposed = outcome.replays
+    assert len(base.batch_cpu) == HOURS * 60
+    assert {b - p for b, p in zip(base.batch_cpu, proposed.batch_cpu, strict=True)} == {1950}
+    # a step whose 300 s window lies in one level gives that level's amount
+    assert min(base.batch_cpu) == 2850 and max(base.batch_cpu) == 5850
+    assert min(proposed.batch_cpu) == 900 and max(proposed.batch_cpu) == 3900
+    for hour in outcome.hours:
+        assert hour.extra_batch_cpu == pytest.approx(-1.95)
+        assert hour.sides["baseline"].batch_cpu_min == pytest.approx(2.85)
+        assert hour.sides["proposed"].batch_cpu_min == pytest.approx(0.9)
+        assert hour.node_cpu == pytest.approx((2.5 + 5.5) / 2 + 4.0)
+
+
+def test_disabled_colocation_publishes_nothing_and_the_defaults_are_named(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = main(["whatif", "--db", str(db), "--since", "all", "--capacity", CAPACITY,
+               "--colocation", str(colocation(tmp_path, "new.json", 70))])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "baseline: Koordinator's defaults: colocation disabled" in out
+    assert "proposed: " in out and "cpuReclaimThresholdPercent 70" in out
+    rows = [line for line in out.splitlines() if line.startswith("2025-12-06 0")]
+    assert len(rows) == HOURS
+    assert rows[0].split()[3] == "0.00/0.00"  # the baseline's batch CPU
+
+
+def test_suppress_seconds_and_eviction_triggers_between_two_usage_levels(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # suppress = 13 x 65% - LS - 0.75: off-peak 5.2 → 6 CPUs, peak 2.2 → 3 CPUs < BE's 3.25:
+    # every peak second is suppressed (2 x 900 per hour), none other.
+    # Node memory 30/50 GiB = 60% in peaks, 22/50 = 44% otherwise: a 58% threshold fires in
+    # peaks only, every 4 s (cool-down): 900 / 4 = 225 per peak. Node CPU 9.5/13 = 73% >= 70%
+    # in peaks (6.5/13 = 50% otherwise), every 20 s: 45 per peak.
+    thresholds = {**THRESHOLDS, "memoryEvictThresholdPercent": 58}
+    data = run_json(capsys, "--db", str(db), "--nodeslo", str(configmap(tmp_path, 60, thresholds)))
+    hours = data["hours"]
+    assert len(hours) == HOURS
+    for hour in hours:
+        proposed, baseline = hour["sides"]["proposed"], hour["sides"]["baseline"]
+        assert proposed["suppress_seconds"] == 1800
+        assert proposed["memory_evictions"] == 450
+        assert proposed["cpu_evictions"] == 90
+        assert baseline["suppress_seconds"] == 0 and baseline["memory_evictions"] == 0
+        assert hour["psi_some"] == pytest.approx((12.5 + 0.5) / 2)
+        assert hour["runq_p99"] == 900.0
+
+
+def test_a_threshold_above_both_levels_suppresses_and_evicts_nothing(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 13 x 80% - 5.5 - 0.75 = 4.15 → 5 CPUs >= 3.25; memory 60% < 61%; CPU 73% < 74%
+    thresholds = {**THRESHOLDS, "cpuSuppressThresholdPercent": 80,
+                  "memoryEvictThresholdPercent": 61, "cpuEvictThresholdPercent": 74}  # fmt: skip
+    data = run_json(capsys, "--db", str(db), "--nodeslo", str(configmap(tmp_path, 60, thresholds)))
+    for hour in data["hours"]:
+        side = hour["sides"]["proposed"]
+        assert (side["suppress_seconds"], side["memory_evictions"], side["cpu_evictions"]) == (
+            0,
+            0,
+            0,
+        )
+
+
+def test_cfs_quota_policy_suppresses_at_the_quota(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # cfsQuota: the quota follows suppress itself (2.2 cores at peak < 3.25; 5.2 off-peak),
+    # growing by at most 10% of the node (1.3 cores) per second: from 2.2 back to 5.2 takes
+    # 3 s in which 2.2 → 3.5 is already above 3.25, so again only the peak seconds count
+    thresholds = {**THRESHOLDS, "cpuSuppressPolicy": "cfsQuota", "memoryEvictThresholdPercent": 90,
+                  "cpuEvictThresholdPercent": 95}  # fmt: skip
+    data = run_json(capsys, "--db", str(db), "--nodeslo", str(configmap(tmp_path, 60, thresholds)))
+    assert [h["sides"]["proposed"]["suppress_seconds"] for h in data["hours"]] == [1800, 1800]
+
+
+def test_be_pods_memory_is_not_counted_as_ls_usage(db: Path, tmp_path: Path) -> None:
+    # naming be-1 BE takes its 6 GiB out of the high-priority usage: 6 GiB more batch memory
+    argv = ["whatif", "--db", str(db), "--since", "all", "--capacity", CAPACITY,
+            "--colocation", str(colocation(tmp_path, "new.json", 70))]  # fmt: skip
+    plain = compute(build_parser().parse_args(argv)).replays[1]
+    named = compute(build_parser().parse_args([*argv, "--be-pod", "be-1"])).replays[1]
+    diffs = {n - p for n, p in zip(named.batch_memory, plain.batch_memory, strict=True)}
+    assert diffs == {6 * GI}
+
+
+def test_more_room_in_an_hour_under_pressure_is_marked(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = colocation(tmp_path, "base.json", 55)
+    new = colocation(tmp_path, "new.json", 70)
+    argv = ["whatif", "--db", str(db), "--since", "all", "--capacity", CAPACITY,
+            "--baseline", str(base), "--colocation", str(new)]  # fmt: skip
+    assert main([*argv, "--pressure-psi", "6"]) == 0  # hour average 6.5%
+    marked = capsys.readouterr().out
+    assert marked.count("<- more batch CPU in an hour with LS PSI >= 6%") == HOURS
+    assert "room +1.95" in marked
+    assert main([*argv, "--pressure-psi", "7"]) == 0
+    assert "<- more batch CPU" not in capsys.readouterr().out
+
+
+def test_since_keeps_the_newest_hour(db: Path, tmp_path: Path) -> None:
+    argv = ["whatif", "--db", str(db), "--since", "1h", "--capacity", CAPACITY,
+            "--colocation", str(colocation(tmp_path, "new.json", 70))]  # fmt: skip
+    outcome = compute(build_parser().parse_args(argv))
+    assert len(outcome.history) == 3601  # the newest sample and the 3600 s before it
+    assert [h.start for h in outcome.hours] == [T0 + 3600 - 3600, T0 + 3600]
+
+
+def test_plot_is_xml_with_both_configurations(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    svg = tmp_path / "whatif.svg"
+    base, new = colocation(tmp_path, "base.json", 55), colocation(tmp_path, "new.json", 70)
+    rc = main(["whatif", "--db", str(db), "--since", "all", "--capacity", CAPACITY,
+               "--baseline", str(base), "--colocation", str(new), "--plot", str(svg)])  # fmt: skip
+    capsys.readouterr()
+    assert rc == 0
+    root = ET.parse(svg).getroot()  # noqa: S314 - our own file
+    ns = "{http://www.w3.org/2000/svg}"
+    series = {e.get("data-name"): e.get("points", "") for e in root.iter(f"{ns}polyline")}
+    for name in ("batch (baseline)", "batch (proposed)", "node usage", "LS usage"):
+        assert series.get(name, "").count(",") > 100, name  # twice, CPU and memory
+    assert len([e for e in root.iter(f"{ns}polyline")]) == 8
+
+
+def test_the_database_is_only_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "metrics.db"
+    write_history(path, 600)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    files_before = sorted(p.name for p in tmp_path.iterdir())
+    run_json(capsys, "--db", str(path), "--colocation", str(colocation(tmp_path, "c.json", 70)))
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    # SQLite's read-only reader of a WAL database may leave an empty log and its index beside
+    # it (it may not delete them); nothing is written to the log
+    wal = tmp_path / "metrics.db-wal"
+    assert not wal.exists() or wal.stat().st_size == 0
+    left = set(p.name for p in tmp_path.iterdir()) - {*files_before, "c.json"}
+    assert left <= {"metrics.db-wal", "metrics.db-shm"}
+
+
+def test_reads_while_koordlet_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "metrics.db"
+    writer = MetricCache(path, retention_seconds=1e9, max_bytes=1 << 40)
+    try:
+        writer.append(samples(0, 600))
+        new = colocation(tmp_path, "c.json", 70)
+        first = run_json(capsys, "--db", str(path), "--colocation", str(new))
+        writer.append(samples(600, 1200))  # committed to the WAL, not checkpointed
+        second = run_json(capsys, "--db", str(path), "--colocation", str(new))
+    finally:
+        writer.close()
+    assert first["end"] == T0 + 599.25 and second["end"] == T0 + 1199.25
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda d: d / "absent.db", "no such metric cache"),
+        (lambda d: write(d / "junk.db", "not a database, just text\n" * 200), "not a readable"),
+        (lambda d: _empty_cache(d / "empty.db"), "holds no node_cpu_usage samples"),
+    ],
+)
+def test_unusable_databases_exit_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], setup: object, message: str
+) -> None:
+    path = setup(tmp_path)  # type: ignore[operator]
+    new = colocation(tmp_path, "c.json", 70)
+    rc = main(["whatif", "--db", str(path), "--capacity", CAPACITY, "--colocation", str(new)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith("koordctl whatif: ") and message in err and err.count("\n") == 1
+
+
+def _empty_cache(path: Path) -> Path:
+    MetricCache(path).close()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"enable": true, "cpuReclaimThresholdPercent": "sixty"}', "must be an integer"),
+        ("{enable: [true", "not YAML or JSON"),
+        ("kind: ConfigMap\ndata:\n  resource-threshold-config: '{\"clusterStrategy\": "
+         "{\"cpuSuppressThresholdPercent\": 170}}'\n", "resource-threshold-config"),
+        ("kind: ConfigMap\ndata:\n  unrelated: x\n", "data has none of the keys"),
+        ("- a list\n", "not a YAML or JSON object"),
+    ],
+)  # fmt: skip
+def test_malformed_configurations_exit_2_naming_the_file(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    bad = write(tmp_path / "bad.yaml", text)
+    rc = main(["whatif", "--db", str(db), "--capacity", CAPACITY, "--nodeslo", str(bad)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith(f"koordctl whatif: {bad}: ") and message in err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--since", "yesterday"], "--since"),
+        (["--since", "0s"], "must be above 0"),
+        (["--capacity", "cpu=13"], "both cpu= and memory="),
+        (["--capacity", "cpu=thirteen,memory=1Gi"], "--capacity"),
+        (["--node-label", "zone"], "KEY=VALUE"),
+    ],
+)
+def test_bad_arguments_exit_2(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    new = colocation(tmp_path, "c.json", 70)
+    argv = ["whatif", "--db", str(db), "--capacity", CAPACITY, "--colocation", str(new)]
+    assert main([*argv, *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_nothing_to_compare_exits_2(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["whatif", "--db", str(db), "--capacity", CAPACITY]) == 2
+    assert "--nodeslo FILE and/or --colocation FILE" in capsys.readouterr().err
+
+
+def test_a_nodeslo_object_keeps_the_baseline_colocation(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodeslo = write(
+        tmp_path / "nodeslo.yaml",
+        "apiVersion: slo.koordinator.sh/v1alpha1\nkind: NodeSLO\nmetadata: {name: n1}\n"
+        "spec:\n  resourceUsedThresholdWithBE:\n    enable: true\n"
+        "    cpuSuppressThresholdPercent: 65\n",
+    )
+    base = colocation(tmp_path, "base.json", 70)
+    data = run_json(capsys, "--db", str(db), "--baseline", str(base), "--nodeslo", str(nodeslo))
+    for hour in data["hours"]:
+        sides = hour["sides"]
+        assert sides["proposed"]["batch_cpu_avg"] == sides["baseline"]["batch_cpu_avg"]
+        assert sides["proposed"]["suppress_seconds"] == 1800
