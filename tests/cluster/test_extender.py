@@ -1,6 +1,7 @@
 """koord-scheduler's extender called by the real kube-scheduler with the chart's configuration
-(filter, prioritize and bind, nodeCacheCapable): LoadAware keeps a pod off a hot node, an LSR
-pod gets its CPUs at bind and koordlet pins them, GPU pods get device-allocated against a Device
+(filter, prioritize and bind, nodeCacheCapable): LoadAware keeps a pod off a hot node, and a
+BE pod off a node whose p95 is over its aggregated threshold though its latest usage is low, an
+LSR pod gets its CPUs at bind and koordlet pins them, GPU pods get device-allocated against a Device
 as Koordinator's DeviceShare accounts it, and with the extender down the chart's ignorable
 false holds pods back. The second node (othernode.py) has no kubelet: its binds are what is
 checked."""
@@ -143,6 +144,84 @@ def test_load_aware_keeps_a_pod_off_the_hot_node(cluster: Cluster, other: OtherN
     finally:
         other.usage = (50, 200 * 2**20)
         delete(cluster, "to-the-idle-node", "off-the-hot-node")
+
+
+NODE_METRIC = "/apis/slo.koordinator.sh/v1alpha1/nodemetrics"
+MERGE = "application/merge-patch+json"
+
+
+def set_p95(cluster: Cluster, cores: int | None) -> None:
+    """OTHER's NodeMetric reporting a p95 cpu usage of ``cores`` over 5 minutes beside the
+    idle latest usage the heartbeat keeps writing (its merge patches leave this key alone);
+    None removes the aggregates."""
+    usages = None
+    if cores is not None:
+        p95 = {"resources": {"cpu": str(cores), "memory": "1Gi"}}
+        usages = [{"duration": "5m0s", "usage": {"p95": p95}}]
+    body = {"status": {"nodeMetric": {"aggregatedNodeUsages": usages}}}
+    cluster.api("PATCH", f"{NODE_METRIC}/{OTHER}/status", body, MERGE)
+
+
+def reported_p95(cluster: Cluster) -> int | None:
+    status = cluster.get(f"{NODE_METRIC}/{OTHER}")["status"]["nodeMetric"]
+    for entry in status.get("aggregatedNodeUsages") or []:
+        if entry["duration"] == "5m0s":
+            return int(parse_quantity(entry["usage"]["p95"]["resources"]["cpu"]))
+    return None
+
+
+def set_thresholds(cluster: Cluster, thresholds: dict[str, Any] | None) -> None:
+    """OTHER's usage-thresholds annotation; None removes it."""
+    text = None if thresholds is None else json.dumps(thresholds)
+    body = {"metadata": {"annotations": {keys.ANNOTATION_CUSTOM_USAGE_THRESHOLDS: text}}}
+    cluster.api("PATCH", f"/api/v1/nodes/{OTHER}", body, MERGE)
+
+
+def batch_memory(cluster: Cluster, node: str) -> int:
+    allocatable = cluster.get(f"/api/v1/nodes/{node}")["status"]["allocatable"]
+    return int(parse_quantity(allocatable.get(workload.BATCH_MEMORY, "0")))
+
+
+def test_load_aware_keeps_a_be_pod_off_a_node_whose_p95_is_over_its_threshold(
+    cluster: Cluster, other: OtherNode
+) -> None:
+    """Koordinator's aggregated usage thresholds, set for OTHER by its usage-thresholds
+    annotation (Koordinator's per-node form of the args' ``aggregated``, which spares this
+    tier two helm upgrades; the args from the chart's loadAware values are unit-tested): cpu
+    p95 over 5 minutes at most 45 %. OTHER's latest usage stays 50m of 64 cores throughout."""
+    be = {workload.BATCH_CPU: "2000", workload.BATCH_MEMORY: "16Gi"}  # estimated 1.7 cores
+    labels = {keys.LABEL_QOS_CLASS: "BE"}
+    aggregated = {"usageThresholds": {"cpu": 45}, "usageAggregationType": "p95"}
+    try:
+        # 16Gi of batch-memory each: only OTHER (64 cores, 256Gi) has room for them
+        cluster.wait_for(
+            f"koord-manager's batch resources on {OTHER}",
+            lambda: batch_memory(cluster, OTHER) >= 40 * GI,
+            timeout=60,
+        )
+        set_thresholds(
+            cluster, {"aggregatedUsage": {**aggregated, "usageAggregatedDuration": "5m"}}
+        )
+        set_p95(cluster, 20)  # 20 + 1.7 of 64 cores: 34 %
+        under = pod("be-under-p95", requests=be, labels=labels, priority_class="koord-batch")
+        create(cluster, under)
+        first = cluster.wait_for("the first BE pod bound", lambda: bound(cluster, "be-under-p95"))
+        assert first["spec"]["nodeName"] == OTHER
+
+        set_p95(cluster, 40)  # 40 + 1.7 + 1.7 of 64 cores: 68 %
+        cluster.wait_for("OTHER's p95 at 40 cores", lambda: reported_p95(cluster) == 40000)
+        assert int(parse_quantity(metric_of(cluster, OTHER)["cpu"])) == 50  # latest: idle
+        over = pod("be-over-p95", requests=be, labels=labels, priority_class="koord-batch")
+        create(cluster, over)
+        condition = cluster.wait_for(
+            "the second BE pod unschedulable", lambda: unschedulable(cluster, "be-over-p95")
+        )
+        assert "node(s) cpu aggregated usage exceed threshold" in condition["message"], condition
+        assert "nodeName" not in get(cluster, "be-over-p95")["spec"]
+    finally:
+        set_thresholds(cluster, None)
+        set_p95(cluster, None)
+        delete(cluster, "be-under-p95", "be-over-p95")
 
 
 def container_cgroup(found: dict[str, Any], controller: str) -> str:
