@@ -14,6 +14,7 @@ import json
 import logging
 import sqlite3
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,20 +63,19 @@ class CheckpointStore:
         db.execute(_SCHEMA)
         return db
 
-    def save(self, uid: str, model: dict[str, Any]) -> bool:
-        """Store ``model`` under ``uid``; False (logged) when the file refuses it."""
-        text = json.dumps(model, separators=(",", ":"))
-        return self._write(
-            "INSERT OR REPLACE INTO checkpoints (uid, model) VALUES (?, ?)", (uid, text)
-        )
+    def save(self, models: dict[str, dict[str, Any]]) -> bool:
+        """Store each model under its uid, in one transaction (one commit for a pass's
+        checkpoints); False (logged) when the file refuses them."""
+        rows = [(uid, json.dumps(model, separators=(",", ":"))) for uid, model in models.items()]
+        return self._write("INSERT OR REPLACE INTO checkpoints (uid, model) VALUES (?, ?)", rows)
 
     def remove(self, uid: str) -> bool:
-        return self._write("DELETE FROM checkpoints WHERE uid = ?", (uid,))
+        return self._write("DELETE FROM checkpoints WHERE uid = ?", [(uid,)])
 
-    def _write(self, sql: str, args: tuple[str, ...]) -> bool:
+    def _write(self, sql: str, rows: Sequence[tuple[str, ...]]) -> bool:
         try:
             with self._lock, self._db:
-                self._db.execute(sql, args)
+                self._db.executemany(sql, rows)
         except sqlite3.Error as err:  # a full or damaged disk: the models live on in memory
             log.error("prediction checkpoints: cannot write %s: %s", self.path, err)
             return False

@@ -200,23 +200,23 @@ class PredictServer:
         now = self.clock()
         with self._lock:
             ordered = sorted(self.models.items(), key=lambda item: item[1].last_checkpointed)
-        saved = 0
+        due: dict[str, dict[str, Any]] = {}
         for uid, model in ordered:
-            if saved >= self.settings.checkpoint_max_per_step:
+            if len(due) >= self.settings.checkpoint_max_per_step:
                 break
             if now - model.last_checkpointed < self.settings.checkpoint_interval:
                 break  # the rest were saved more recently still
             with model.lock:
-                data: dict[str, Any] = {
+                due[uid] = {
                     "cpu": model.cpu.save(),
                     "memory": model.memory.save(),
                     "lastUpdated": now,
                     "firstSeen": model.first_seen,
                 }
-            self.checkpoints.save(uid, data)  # a failure is logged there; retried next interval
-            model.last_checkpointed = now
-            saved += 1
-        return saved
+            model.last_checkpointed = now  # as Koordinator: a failed save waits an interval
+        if due:
+            self.checkpoints.save(due)  # a failure is logged there
+        return len(due)
 
     def restore(self) -> int:
         """Load the saved models; one that does not load is logged, removed and skipped."""

@@ -185,9 +185,13 @@ def test_a_corrupt_checkpoint_is_skipped_and_removed_and_the_others_restored(
         "lastUpdated": NOW,
         "firstSeen": NOW - 86_400,
     }
-    store.save("good", good)
-    store.save("out-of-range", {**good, "cpu": {"bucketWeights": {"999": 1}, "totalWeight": 1}})
-    store.save("no-time", {**good, "lastUpdated": "yesterday"})
+    store.save(
+        {
+            "good": good,
+            "out-of-range": {**good, "cpu": {"bucketWeights": {"999": 1}, "totalWeight": 1}},
+            "no-time": {**good, "lastUpdated": "yesterday"},
+        }
+    )
     store.close()
     with sqlite3.connect(path) as db:
         db.execute("INSERT INTO checkpoints VALUES ('garbled', '{\"cpu\": [')")
