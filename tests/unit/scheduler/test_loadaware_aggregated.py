@@ -7,13 +7,14 @@ validation with Koordinator's messages."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from koordapi import keys
 from koordapi.nodemetric import MetricError
-from scheduler import loadaware, schedulerconfig
+from scheduler import cli, loadaware, schedulerconfig
 from scheduler.extender import ExtenderConfig, StaticClusterView, filter, prioritize
 from scheduler.loadaware import (
     REASON_CPU_AGGREGATED_USAGE,
@@ -27,6 +28,7 @@ from scheduler.loadaware import (
     node_load,
     score_node,
 )
+from tests.unit.charts import helm
 from tests.unit.scheduler.objects import GI, NOW, make_metric, make_node, make_pod
 
 # 40 cores, 160 GiB: percentages below are of these
@@ -573,3 +575,26 @@ def test_a_node_annotation_alone_can_set_prod_thresholds() -> None:
     assert decide(prod_pod(), BUSY, LoadAwareArgs(), [WEB_OLD], node=node)[0] is None
     # its usageThresholds are still the args': a batch pod is judged on the node
     assert decide(be_pod(), BUSY, LoadAwareArgs(), [WEB_OLD], node=node)[0] == REASON_CPU_USAGE
+
+
+def test_the_charts_loadaware_values_carry_the_new_args_to_the_extender(tmp_path: Path) -> None:
+    """scheduler.loadAware is rendered whole into the --load-aware-config file, which the
+    extender reads with these args."""
+    load_aware = {
+        "prodUsageThresholds": {"cpu": 53, "memory": 88},
+        "scoreAccordingProdUsage": True,
+        "aggregated": {
+            "usageThresholds": {"cpu": 67},
+            "usageAggregationType": "p90",
+            "usageAggregatedDuration": "10m",
+        },
+    }
+    release = helm.render(helm.CHART, {"scheduler": {"loadAware": load_aware}})
+    (text,) = release.find("ConfigMap", "koord-scheduler-loadaware-config")["data"].values()
+    path = tmp_path / "loadaware.yaml"
+    path.write_text(text)
+    args = cli.extender_config(str(path)).loadaware
+    assert (args.prod_cpu_threshold, args.prod_memory_threshold) == (53, 88)
+    assert args.score_according_prod_usage
+    assert args.aggregated == AggregatedArgs((67, 0), "p90", 600.0)
+    assert (args.cpu_threshold, args.memory_threshold) == (65, 95)  # the chart's, kept
