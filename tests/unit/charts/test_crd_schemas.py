@@ -173,9 +173,13 @@ def koordlet_report() -> dict[str, Any]:
                 Sample("pod_memory_usage", labels, ts, 2**29),
             ]
     cache.append(samples)
-    status = build_status(cache, pods, NOW, durations=(300, 600))
+    # the peak predictor's answer as koordlet reports it (koordlet.prediction)
+    status = build_status(
+        cache, pods, NOW, durations=(300, 600), reclaimable=lambda pods, now: (1375, 3 << 29)
+    )
     # Guard against a vacuous check: every part the schema describes is really there.
     assert len(status["podsMetric"]) == 2
+    assert status["prodReclaimableMetric"]["resource"]["resources"]["cpu"] == "1375m"
     assert len(status["nodeMetric"]["aggregatedSystemUsages"]) == 2
     return status
 
