@@ -7,7 +7,7 @@ sample one half-life newer counts twice as much; instead of growing without boun
 reference moves forward (every weight scaled down by the same power of two) once a sample is
 more than ``MAX_DECAY_EXPONENT`` half-lives past it. Percentiles answer the *end* of the bucket
 where the cumulative weight reaches the fraction, so a prediction errs upwards by at most one
-bucket (5 % with Koordinator's ratio).
+bucket (with Koordinator's ratio a little over 5 % of the value, except in the first buckets).
 """
 
 from __future__ import annotations
