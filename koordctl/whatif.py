@@ -347,7 +347,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         outcome = compute(args)
         if args.plot:
-            write_svg(Path(args.plot), outcome.inputs, outcome.replays)
+            write_svg(
+                Path(args.plot),
+                outcome.inputs,
+                outcome.replays,
+                (outcome.node.cpu_milli, outcome.node.memory),
+            )
     except (UsageError, ConfigFileError, HistoryError) as err:
         print(f"koordctl whatif: {err}", file=sys.stderr)
         return 2

@@ -121,20 +121,40 @@ class _Binner:
         self.samples = 0
 
     def one(self, sid: int, *, scale: float = 1.0) -> array[float]:
-        out = _grid(self.n)
-        stamp = array("q", [-1]) * self.n  # the bin each value came from: newest wins
-        start, n, end = self.start, self.n, self.start + self.n
-        for flat, _ in self.reader.points(sid, start - self.fresh, end):
-            times, values = flat[0::2], flat[1::2]
-            for ts, value in zip(times, values, strict=True):
-                first = math.floor(ts - start)
-                if first >= n or first + self.fresh < 0:
+        """The series on the grid: each bin its own newest sample, else the newest of the
+        ``fresh`` bins before it (one pass placing samples, one filling gaps, if any)."""
+        n, start, fresh = self.n, self.start, self.fresh
+        out = _grid(n)
+        taken = _grid(n)  # the time of the sample in each bin: the newest wins
+        filled = 0
+        before, before_ts = NAN, -math.inf  # the newest sample ahead of the grid
+        for flat, _ in self.reader.points(sid, start - fresh, start + n):
+            for ts, value in zip(flat[0::2], flat[1::2], strict=True):
+                if ts < start:
+                    if ts >= start - fresh and ts > before_ts:
+                        before, before_ts = value, ts
                     continue
-                self.samples += 1
-                for i in range(max(first, 0), min(first + self.fresh + 1, n)):
-                    if stamp[i] <= first:
-                        stamp[i] = first
-                        out[i] = value * scale
+                i = int(ts - start)
+                if i >= n:
+                    continue
+                if isnan(taken[i]):
+                    filled += 1
+                elif taken[i] >= ts:
+                    continue
+                taken[i] = ts
+                out[i] = value
+        self.samples += filled + (not isnan(before))
+        if filled < n:  # gaps: a sample stays valid for ``fresh`` bins after its own
+            last, age = before, math.floor(start - before_ts) if before_ts > -math.inf else n
+            for i in range(n):
+                if isnan(out[i]):
+                    age += 1
+                    if age <= fresh:
+                        out[i] = last
+                else:
+                    last, age = out[i], 0
+        if scale != 1.0:
+            out = array("d", (v * scale for v in out))
         return out
 
     def sum(self, sids: Collection[int], *, scale: float = 1.0) -> array[float]:
@@ -232,7 +252,7 @@ def _load(
         psi_some=binner.highest(psi["some"]),
         psi_full=binner.highest(psi["full"]),
         runq_p99=binner.highest(runq),
-        series=len(reader.series),
+        series=sum(len(ids) for ids in reader.series.values()),
     )
     history.samples = binner.samples
     if interval > STEP:

@@ -1,8 +1,9 @@
 """``koordctl whatif --plot``: an SVG of both configurations' batch capacity against usage.
 
-Two panels, CPU (cores) and memory (GiB), over the window: the node's usage and the non-BE
-pods' usage (per-minute averages), and the batch capacity each configuration would have
-published (its 60 s steps). Plain SVG text: no plotting library is needed on a node.
+Two panels, CPU (cores) and memory (GiB), over the window: the node's capacity, the node's,
+the non-BE pods' and (CPU) the BE pods' usage as per-minute averages, and the batch capacity
+each configuration would have published (its 60 s steps). Plain SVG text: no plotting
+library is needed on a node.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from koordctl.whatif_replay import SYNC_SECONDS, Inputs, Replay
 
 WIDTH, PANEL_HEIGHT, LEFT, RIGHT, TOP, GAP = 960, 260, 64, 170, 28, 56
 COLOURS = {
+    "capacity": "#000000",
     "node usage": "#7f7f7f",
+    "BE usage": "#ff7f0e",
     "LS usage": "#d62728",
     "batch (baseline)": "#1f77b4",
     "batch (proposed)": "#2ca02c",
@@ -50,20 +53,20 @@ def _steps(replay: Replay, values: Sequence[int], scale: float) -> list[tuple[fl
     return points
 
 
-def _nice_top(top: float) -> float:
+def _scale(top: float) -> tuple[float, float]:
+    """(axis top, tick step): a step of 1, 2 or 5 x 10^k giving about four ticks."""
     if top <= 0:
-        return 1.0
-    magnitude = 10.0 ** math.floor(math.log10(top))
-    for factor in (1.0, 2.0, 2.5, 5.0, 10.0):
-        if top <= factor * magnitude:
-            return factor * magnitude
-    return 10.0 * magnitude
+        return 1.0, 0.25
+    raw = top / 4
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    step = next(f * magnitude for f in (1.0, 2.0, 5.0, 10.0) if raw <= f * magnitude)
+    return math.ceil(top / step - 1e-9) * step, step
 
 
 def _panel(title: str, lines: Sequence[Line], span_of: tuple[float, float], y0: float) -> list[str]:
     start, end = span_of
     width = WIDTH - LEFT - RIGHT
-    top = _nice_top(max((v for _, pts in lines for _, v in pts), default=1.0))
+    top, tick_step = _scale(max((v for _, pts in lines for _, v in pts), default=1.0))
     span = max(end - start, 1.0)
 
     def x(t: float) -> float:
@@ -77,8 +80,8 @@ def _panel(title: str, lines: Sequence[Line], span_of: tuple[float, float], y0: 
         f'<rect x="{LEFT}" y="{y0}" width="{width}" height="{PANEL_HEIGHT}" fill="none" '
         'stroke="#ccc"/>',
     ]
-    for k in range(5):
-        value = top * k / 4
+    for k in range(round(top / tick_step) + 1):
+        value = k * tick_step
         out.append(
             f'<line x1="{LEFT}" y1="{y(value):.1f}" x2="{LEFT + width}" y2="{y(value):.1f}" '
             'stroke="#eee"/>'
@@ -98,7 +101,7 @@ def _panel(title: str, lines: Sequence[Line], span_of: tuple[float, float], y0: 
         colour = COLOURS.get(name, "#000")
         if points:
             path = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in points)
-            dash = ' stroke-dasharray="6 3"' if name == "batch (proposed)" else ""
+            dash = ' stroke-dasharray="6 3"' if name in ("batch (proposed)", "capacity") else ""
             out.append(
                 f'<polyline class="series" data-name="{escape(name)}" fill="none" '
                 f'stroke="{colour}" stroke-width="1.5"{dash} points="{path}"/>'
@@ -112,15 +115,19 @@ def _panel(title: str, lines: Sequence[Line], span_of: tuple[float, float], y0: 
     return out
 
 
-def svg(inputs: Inputs, replays: Sequence[Replay]) -> str:
-    """The SVG document (replays: baseline, then proposed)."""
+def svg(inputs: Inputs, replays: Sequence[Replay], capacity: tuple[int, int]) -> str:
+    """The SVG document (replays: baseline, then proposed; capacity in milli-cores, bytes)."""
     history = inputs.history
     start, end = history.start, history.start + len(history)
+    cpu_cap, memory_cap = capacity[0] / 1000, capacity[1] / (1 << 30)
     cpu: list[Line] = [
+        ("capacity", [(start, cpu_cap), (end, cpu_cap)]),
         ("node usage", _minutes(history, history.node_cpu, 1.0)),
         ("LS usage", _minutes(history, inputs.hp_cpu, 1.0)),
+        ("BE usage", _minutes(history, history.be_cpu_usage, 1.0)),
     ]
     memory: list[Line] = [
+        ("capacity", [(start, memory_cap), (end, memory_cap)]),
         ("node usage", _minutes(history, history.node_memory, 1 / (1 << 30))),
         ("LS usage", _minutes(history, inputs.hp_memory, 1 / (1 << 30))),
     ]
@@ -145,5 +152,7 @@ def svg(inputs: Inputs, replays: Sequence[Replay]) -> str:
     )
 
 
-def write_svg(path: Path, inputs: Inputs, replays: Sequence[Replay]) -> None:
-    path.write_text(svg(inputs, replays))
+def write_svg(
+    path: Path, inputs: Inputs, replays: Sequence[Replay], capacity: tuple[int, int]
+) -> None:
+    path.write_text(svg(inputs, replays, capacity))

@@ -12,6 +12,7 @@ import hashlib
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
+from math import isnan
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pytest
 
 from koordctl import build_parser, main
 from koordctl.whatif import compute
+from koordctl.whatif_history import load_history
 from koordlet.metriccache import MetricCache, Sample
 
 GI = 1 << 30
@@ -243,9 +245,13 @@ def test_plot_is_xml_with_both_configurations(
     root = ET.parse(svg).getroot()  # noqa: S314 - our own file
     ns = "{http://www.w3.org/2000/svg}"
     series = {e.get("data-name"): e.get("points", "") for e in root.iter(f"{ns}polyline")}
-    for name in ("batch (baseline)", "batch (proposed)", "node usage", "LS usage"):
-        assert series.get(name, "").count(",") > 100, name  # twice, CPU and memory
-    assert len([e for e in root.iter(f"{ns}polyline")]) == 8
+    for name in ("batch (baseline)", "batch (proposed)", "node usage", "LS usage", "BE usage"):
+        assert series.get(name, "").count(",") > 100, name
+    lines = [e.get("data-name") for e in root.iter(f"{ns}polyline")]
+    assert lines.count("batch (baseline)") == lines.count("batch (proposed)") == 2  # CPU, memory
+    # the CPU panel's axis reaches the capacity (13 cores, ticks of 5: top 15)
+    texts = [e.text for e in root.iter(f"{ns}text")]
+    assert texts[: texts.index("06:00")] == ["CPU (cores)", "0", "5", "10", "15"]
 
 
 def test_the_database_is_only_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -363,3 +369,19 @@ def test_a_nodeslo_object_keeps_the_baseline_colocation(
         sides = hour["sides"]
         assert sides["proposed"]["batch_cpu_avg"] == sides["baseline"]["batch_cpu_avg"]
         assert sides["proposed"]["suppress_seconds"] == 1800
+
+
+def test_a_sample_holds_for_two_collect_intervals_then_the_gap_shows(tmp_path: Path) -> None:
+    # koordlet's "fresh" rule (2 x the interval): after the sample of second 9 the next comes
+    # at 20; seconds 10 and 11 still see 9's value, 12 to 19 nothing (NaN)
+    path = tmp_path / "metrics.db"
+    cache = MetricCache(path)
+    seconds = [*range(10), *range(20, 30)]
+    cache.append(Sample("node_cpu_usage", {}, T0 + s + 0.5, 1.0 + s) for s in seconds)
+    cache.close()
+    history = load_history(path, None)
+    assert len(history) == 30
+    assert list(history.node_cpu[8:12]) == [9.0, 10.0, 10.0, 10.0]
+    assert all(isnan(v) for v in history.node_cpu[12:20])
+    assert history.node_cpu[20] == 21.0
+    assert all(isnan(v) for v in history.node_memory)  # never recorded
