@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from koordapi.duration import parse_seconds
 from koordapi.features import NOT_IMPLEMENTED, FeatureGates
 from koordapi.goflags import Ignored
 from koordapi.settings import flag
@@ -30,6 +31,15 @@ def checked_kube_dir(text: str) -> str:
     """--cgroup-kube-dir as given, once it names a directory below the hierarchy root."""
     parse_kube_dir(text)
     return text
+
+
+def positive_seconds(text: str) -> float:
+    """A duration that must be more than 0 (a training interval of 0 would spin; a half-life
+    of 0 has no decay to speak of)."""
+    seconds = parse_seconds(text)
+    if seconds <= 0:
+        raise ValueError(f"{text!r} is not more than 0")
+    return seconds
 
 
 def resctrl_under(sys_fs_root: str) -> Path:
@@ -323,6 +333,7 @@ class Config:
             "prediction-memory-histogram-decay-halflife",
             "a memory sample this much older counts half",
             group=PREDICTION,
+            parse=positive_seconds,
         ),
     )
     prediction_cpu_half_life: float = field(
@@ -331,6 +342,7 @@ class Config:
             "prediction-cpu-histogram-decay-halflife",
             "a cpu sample this much older counts half",
             group=PREDICTION,
+            parse=positive_seconds,
         ),
     )
     prediction_training_interval: float = field(
@@ -339,6 +351,7 @@ class Config:
             "prediction-training-interval",
             "how often the models take a sample (the p90 of the last interval)",
             group=PREDICTION,
+            parse=positive_seconds,
         ),
     )
     prediction_model_expiration: float = field(

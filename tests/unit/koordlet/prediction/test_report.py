@@ -20,6 +20,7 @@ from koordlet.states.nodeconfig import NodeConfig
 from koordlet.states.pods import KnownPod, PodStore
 from nri_plugin import api
 from runtimehooks.request import PodSpecFacts
+from tests.unit.commandline import refusal
 
 NOW = 1_800_000_000.0
 GI, MI = 1 << 30, 1 << 20
@@ -152,6 +153,20 @@ def test_the_prediction_flags_set_the_config() -> None:
     assert config.prediction_checkpoint_interval == 90
     assert config.prediction_checkpoint_max_per_step == 3
     assert config.ignored_flags == ()
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--prediction-training-interval=0s",
+        "--prediction-cpu-histogram-decay-halflife=-90",
+        "--prediction-memory-histogram-decay-halflife=0",
+    ],
+)
+def test_a_training_interval_or_half_life_of_zero_or_less_is_refused(flag: str) -> None:
+    said = refusal(cli.build_parser, [flag])
+    name, value = flag.split("=")
+    assert f"argument {name}: '{value}' is not more than 0" in said
 
 
 def test_the_checkpoint_path_flag_is_accepted_and_named_as_without_effect() -> None:
