@@ -30,7 +30,7 @@ from typing import Any
 from koordapi import keys, qos
 from koordapi.duration import parse_go_duration
 from koordapi.errors import ModelError
-from koordapi.nodemetric import AggregateKey, MetricError, read_node_metric
+from koordapi.nodemetric import AggregateKey, MetricError, PodMetric, read_node_metric
 from koordapi.pod import pod_limits, pod_requests, priority_class_with_default
 from koordapi.quantity import Pair, milli_value, resource_value
 from koordapi.quantity import value as quantity_value
@@ -343,7 +343,8 @@ class MetricDigest:
     # aggregatedNodeUsages by (type, seconds), and by (type, 0) the longest duration of each
     # type (Koordinator's choice when the args set no duration)
     aggregated: Mapping[AggregateKey, Pair] = field(default_factory=dict)
-    prod_pods: frozenset[str] = frozenset()  # pods podsMetric reports as koord-prod, with usage
+    # podsMetric as read (its priorities tell which pods it reports as koord-prod)
+    pods_metric: Mapping[str, PodMetric] = field(default_factory=dict)
     system_usage: Pair = (0, 0)  # a resource not reported counts as 0
 
 
@@ -372,20 +373,18 @@ def digest_node_metric(node_metric: Mapping[str, Any]) -> MetricDigest:
         for key, (_, c, m) in view.pods.items()
         if c is not None or m is not None
     }
-    prod_name = qos.PROD.name
-    prod_pods = frozenset(
-        key for key, (priority, _, _) in view.pods.items() if priority == prod_name and key in pods
-    )
     aggregated = dict(view.aggregated)
     longest: dict[str, float] = {}
     for kind, seconds in view.aggregated:
         longest[kind] = max(seconds, longest.get(kind, 0.0))
     for kind, seconds in longest.items():
         aggregated[kind, 0.0] = view.aggregated[kind, seconds]
-    try:
-        system = _pair_or_zero((node_part or _EMPTY).get("systemUsage") or _EMPTY)
-    except _READ_ERRORS as err:
-        raise MetricError(f"status.nodeMetric.systemUsage: malformed ({err})") from None
+    system = view.system_usage
+    if system is None:  # one resource missing: read as 0, as Koordinator does
+        try:
+            system = _pair_or_zero((node_part or _EMPTY).get("systemUsage") or _EMPTY)
+        except _READ_ERRORS as err:
+            raise MetricError(f"status.nodeMetric.systemUsage: malformed ({err})") from None
     return MetricDigest(
         view.update_time,
         float(interval),
@@ -393,7 +392,7 @@ def digest_node_metric(node_metric: Mapping[str, Any]) -> MetricDigest:
         (cpu, memory),
         pods,
         aggregated,
-        prod_pods,
+        view.pods,
         system,
     )
 
@@ -646,7 +645,8 @@ def assigned_sums(
         window_start = -math.inf
     else:
         window_start = metric.update_time - metric.report_interval
-    usage_of, prod_pods = metric.pod_usage.get, metric.prod_pods
+    usage_of, reported_as = metric.pod_usage.get, metric.pods_metric.get
+    prod_name = qos.PROD.name
     cpu = memory = all_cpu = all_memory = 0
     prod_cpu = prod_memory = delta_cpu = delta_memory = 0
     for pod, assigned_at in assigned:
@@ -666,7 +666,7 @@ def assigned_sums(
         all_cpu, all_memory = all_cpu + e_cpu, all_memory + e_memory
         if not prod:
             continue
-        if usage is not None and key in prod_pods:
+        if usage is not None and (reported_as(key) or ("",))[0] == prod_name:
             prod_cpu, prod_memory = prod_cpu + usage[0], prod_memory + usage[1]
             if recent:
                 delta_cpu += max(0, e_cpu - usage[0])
