@@ -211,7 +211,7 @@ class LoadAwareArgs:
     dominant_resource_weight: int = 0
     cpu_scaling_factor: int = 85
     memory_scaling_factor: int = 70
-    # Koordinator validates none of these three: off by default, any integer accepted
+    # off by default; Koordinator range-checks no prod threshold: any integer is accepted
     prod_cpu_threshold: int = 0
     prod_memory_threshold: int = 0
     prod_usage_include_sys: bool = False
