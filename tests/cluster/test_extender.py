@@ -18,7 +18,7 @@ import pytest
 
 from koordapi import keys
 from koordapi.device import GPUInfo, build_device, carry_transition_times
-from koordapi.quantity import parse_quantity
+from koordapi.quantity import milli_value, parse_quantity
 from tests.cluster import workload
 from tests.cluster.cluster import CGROUP_ROOT, NODE_NAME, Cluster
 from tests.cluster.helm import NAMESPACE
@@ -166,7 +166,7 @@ def reported_p95(cluster: Cluster) -> int | None:
     status = cluster.get(f"{NODE_METRIC}/{OTHER}")["status"]["nodeMetric"]
     for entry in status.get("aggregatedNodeUsages") or []:
         if entry["duration"] == "5m0s":
-            return int(parse_quantity(entry["usage"]["p95"]["resources"]["cpu"]))
+            return milli_value(entry["usage"]["p95"]["resources"]["cpu"])
     return None
 
 
@@ -210,7 +210,7 @@ def test_load_aware_keeps_a_be_pod_off_a_node_whose_p95_is_over_its_threshold(
 
         set_p95(cluster, 40)  # 40 + 1.7 + 1.7 of 64 cores: 68 %
         cluster.wait_for("OTHER's p95 at 40 cores", lambda: reported_p95(cluster) == 40000)
-        assert int(parse_quantity(metric_of(cluster, OTHER)["cpu"])) == 50  # latest: idle
+        assert milli_value(metric_of(cluster, OTHER)["cpu"]) == 50  # the latest: idle
         over = pod("be-over-p95", requests=be, labels=labels, priority_class="koord-batch")
         create(cluster, over)
         condition = cluster.wait_for(
