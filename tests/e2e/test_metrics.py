@@ -189,6 +189,8 @@ def test_koordinators_metric_names_are_in_a_real_scrape_or_said_why_not(node: No
     args = (
         "--collect-res-used-interval", "1s", "--psi-collector-interval", "1s",
         "--feature-gates", gates,
+        # a peak-prediction pass before the reports, for the predictor's gauges
+        "--prediction-training-interval", "1s",
     )  # fmt: skip
     with KoordletProcess(node, node_slo=CENSUS_SLO, args=args) as koordlet:
         requests = {keys.BATCH_CPU: "500", keys.BATCH_MEMORY: "256Mi"}
@@ -210,6 +212,7 @@ def test_koordinators_metric_names_are_in_a_real_scrape_or_said_why_not(node: No
             "koordlet_node_metric_system_usage",
             "koordlet_be_suppress_be_used_cpu_cores",
             "koordlet_container_oom_score_adj",
+            "koordlet_node_predicted_resource_reclaimable",
         ]
         psi = ["koordlet_pod_psi", "koordlet_container_psi"]  # where PSI works here
         missing: list[str] = []
