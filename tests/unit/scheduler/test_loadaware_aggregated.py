@@ -598,3 +598,34 @@ def test_the_charts_loadaware_values_carry_the_new_args_to_the_extender(tmp_path
     assert args.score_according_prod_usage
     assert args.aggregated == AggregatedArgs((67, 0), "p90", 600.0)
     assert (args.cpu_threshold, args.memory_threshold) == (65, 95)  # the chart's, kept
+
+
+def test_the_cache_gives_what_the_uncached_function_gives() -> None:
+    aggregated = {
+        "usageThresholds": {"cpu": 57},
+        "usageAggregationType": "p95",
+        "scoreAggregationType": "p50",
+        "scoreAggregatedDuration": "10m",
+    }
+    args = LoadAwareArgs.from_koordinator(
+        {
+            "prodUsageThresholds": {"cpu": 41},
+            "scoreAccordingProdUsage": True,
+            "aggregated": aggregated,
+        }
+    )
+    custom = {"prodUsageThresholds": {"cpu": 39}}
+    node = make_node(
+        cpu="40",
+        memory="160Gi",
+        annotations={keys.ANNOTATION_CUSTOM_USAGE_THRESHOLDS: json.dumps(custom)},
+    )
+    metric = aggregated_metric(
+        cpu="36", aggregates=AGGREGATES, pods=[("default/web", "koord-prod", "10", "6Gi")]
+    )
+    cache = loadaware.LoadCache()
+    for assigned in ([WEB_OLD], [WEB_OLD, BATCH_OLD], [(WEB_OLD[0], NOW - 5)]):
+        cached = cache.node_load("node-1", node, metric, assigned, args)
+        assert cached == node_load(node, metric, assigned, args)
+        assert cached.prod_thresholds == (39, 0)
+        assert cached.score_used is not None and cached.aggregated is not None
