@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from koordctl import build_parser, main
+from koordctl import build_parser, client, main
 from koordctl.whatif import compute
 from koordctl.whatif_history import load_history
 from koordlet.metriccache import MetricCache, Sample
@@ -385,3 +385,71 @@ def test_a_sample_holds_for_two_collect_intervals_then_the_gap_shows(tmp_path: P
     assert all(isnan(v) for v in history.node_cpu[12:20])
     assert history.node_cpu[20] == 21.0
     assert all(isnan(v) for v in history.node_memory)  # never recorded
+
+
+def test_be_satisfaction_eviction_with_the_replayed_limit(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # suppress at 55%: 7.15 - 5.5 - 0.75 = 0.9 → the 2-CPU floor in peaks, 3.9 → 4 CPUs off
+    # peak. BE's 3.25 cores are capped at the limit: 2/2 = 100% >= 90% used, satisfaction
+    # 2/4 (request 4 cores) = 50% <= 55% → release 4 x (80% - 50%) > 0. Over a 30 s window
+    # the average limit is at most 2.2 (55% of 4) once at most 3 of its seconds are off-peak:
+    # from second 26 of each peak, then every 20 s (cool-down): 26, 46, ..., 886 = 44 per peak.
+    thresholds = {
+        "enable": True,
+        "cpuSuppressThresholdPercent": 55,
+        "cpuEvictBESatisfactionLowerPercent": 55,
+        "cpuEvictBESatisfactionUpperPercent": 80,
+        "cpuEvictTimeWindowSeconds": 30,
+    }
+    data = run_json(capsys, "--db", str(db), "--nodeslo", str(configmap(tmp_path, 60, thresholds)))
+    assert [h["sides"]["proposed"]["cpu_evictions"] for h in data["hours"]] == [88, 88]
+
+
+def test_prod_requests_and_reservation_enter_the_request_based_formulas(
+    db: Path, tmp_path: Path
+) -> None:
+    # maxUsageRequest: 13 - 3.9 (70% reclaim) - max(system 0.75, reserved 1) - max(LS used,
+    # request 7) = 1.1 at every step; mid: unallocated 13 - 1 - 7 = 5 x 50% = 2.5 (no
+    # prodReclaimable), under the 100% threshold
+    strategy = {"enable": True, "cpuReclaimThresholdPercent": 70,
+                "cpuCalculatePolicy": "maxUsageRequest", "midUnallocatedPercent": 50}  # fmt: skip
+    new = write(tmp_path / "new.json", json.dumps(strategy))
+    argv = ["whatif", "--db", str(db), "--since", "all", "--capacity", CAPACITY,
+            "--colocation", str(new), "--prod-requests", "cpu=7,memory=20Gi",
+            "--reserved", "cpu=1,memory=1Gi"]  # fmt: skip
+    proposed = compute(build_parser().parse_args(argv)).replays[1]
+    assert set(proposed.batch_cpu) == {1100}
+    assert set(proposed.mid_cpu) == {2500}
+
+
+def test_capacity_from_koordlet_when_not_given(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asked: list[tuple[str, str]] = []
+
+    def fetch(addr: str, path: str) -> dict[str, int]:
+        asked.append((addr, path))
+        return {"cpus": 13, "memory_bytes": 50 * GI}
+
+    monkeypatch.setattr("koordctl.client.fetch", fetch)
+    new = str(colocation(tmp_path, "c.json", 70))
+    argv = ["whatif", "--db", str(db), "--since", "all", "--colocation", new, "--json"]
+    assert main([*argv, "--addr", "10.0.0.7:9316"]) == 0
+    from_koordlet = json.loads(capsys.readouterr().out)["hours"]
+    assert asked == [("10.0.0.7:9316", "/api/v1/node")]
+    assert main([*argv, "--capacity", CAPACITY]) == 0
+    assert json.loads(capsys.readouterr().out)["hours"] == from_koordlet
+
+
+def test_no_capacity_and_no_koordlet_exits_2(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def fetch(addr: str, path: str) -> dict[str, int]:
+        raise client.KoordletUnreachable(f"cannot reach koordlet at {addr}")
+
+    monkeypatch.setattr("koordctl.client.fetch", fetch)
+    new = str(colocation(tmp_path, "c.json", 70))
+    assert main(["whatif", "--db", str(db), "--colocation", new]) == 2
+    err = capsys.readouterr().err
+    assert "no --capacity and koordlet's node API is not usable" in err and err.count("\n") == 1
