@@ -24,7 +24,7 @@ from koordapi.qos import PROD
 from koordlet.applying import Applier
 from koordlet.cgroupfs.hierarchy import raise_open_files_limit
 from koordlet.cluster import build_api, build_eviction_api, cluster_mode
-from koordlet.collectors.base import Collector, CollectorRunner
+from koordlet.collectors.base import Collector, CollectorRunner, Derived
 from koordlet.collectors.be import BECollector
 from koordlet.collectors.cpi import CPICollector
 from koordlet.collectors.gpu import GPUCollector
@@ -262,10 +262,10 @@ class Koordlet:
         self.metrics.group_identity.labels(config.node_name, mechanism).set(1)
         self._report_start()
 
-    def _collectors(self) -> list[Collector]:
+    def _collectors(self) -> list[Collector | Derived]:
         """The collectors this configuration turns on, each on its own interval."""
         c, gates, pods = self.config, self.config.feature_gates, self.pods.snapshot
-        found: list[Collector] = [
+        found: list[Collector | Derived] = [
             NodeCollector(c.proc_root, c.sys_root, interval=c.collect_interval),
             PodCollector(pods, c.cgroup_root, interval=c.collect_interval),
             BECollector(
