@@ -453,3 +453,29 @@ def test_no_capacity_and_no_koordlet_exits_2(
     assert main(["whatif", "--db", str(db), "--colocation", new]) == 2
     err = capsys.readouterr().err
     assert "no --capacity and koordlet's node API is not usable" in err and err.count("\n") == 1
+
+
+def test_node_strategies_are_matched_with_the_node_labels(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # suppress is on only for nodes labelled pool=batch (a nodeStrategies entry)
+    threshold = {
+        "clusterStrategy": {"enable": False},
+        "nodeStrategies": [
+            {
+                "name": "batch-pool",
+                "nodeSelector": {"matchLabels": {"pool": "batch"}},
+                "enable": True,
+                "cpuSuppressThresholdPercent": 65,
+            }
+        ],
+    }
+    cm = write(
+        tmp_path / "cm.yaml",
+        "kind: ConfigMap\ndata:\n  resource-threshold-config: '" + json.dumps(threshold) + "'\n",
+    )
+    args = ("--db", str(db), "--nodeslo", str(cm))
+    other = run_json(capsys, *args, "--node-label", "pool=web")
+    batch = run_json(capsys, *args, "--node-label", "pool=batch")
+    assert [h["sides"]["proposed"]["suppress_seconds"] for h in other["hours"]] == [0, 0]
+    assert [h["sides"]["proposed"]["suppress_seconds"] for h in batch["hours"]] == [1800, 1800]
