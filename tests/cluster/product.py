@@ -23,11 +23,21 @@ WEBHOOK_PORT = 9876  # the chart's manager.webhook.port
 # koordlet's NodeMetric report interval: Koordinator's floor, not the chart's 60 s, so that
 # the tests that wait for reports wait half as long.
 REPORT_INTERVAL = 30
+# koordlet's peak prediction trains every 5 s (Koordinator: 1 min) and counts a pod after 10 s
+# (Koordinator: 24 h), so that test_prediction sees a prediction follow a service's peaks
+# within a few minutes.
+PREDICTION_TRAINING, PREDICTION_COLD_START = 5, 10
 # The control plane's replicas ask for 25m each instead of 100m: on the 2-core node, an LSR
 # pod's whole CPU must fit beside them and the tests' own pods.
 SMALL = {"requests": {"cpu": "25m"}}
 VALUES: dict[str, Any] = {
-    "koordlet": {"flags": {"cgroup-kube-dir": f"{CGROUP_ROOT}/kubepods/"}},
+    "koordlet": {
+        "flags": {
+            "cgroup-kube-dir": f"{CGROUP_ROOT}/kubepods/",
+            "prediction-training-interval": f"{PREDICTION_TRAINING}s",
+            "prediction-cold-start-duration": f"{PREDICTION_COLD_START}s",
+        }
+    },
     "manager": {
         "knownSchedulers": ["koord-scheduler"],
         "resources": SMALL,
