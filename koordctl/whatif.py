@@ -303,10 +303,11 @@ def render(outcome: Outcome, db: str, pressure_psi: float) -> str:
             "prod requests unknown (--prod-requests): request-based policies and mid's"
             " unallocated share count them as 0"
         )
-    notes.append(
-        "prodReclaimable is not in the metric cache: dynamic mid counts it as 0"
-        " (its unallocated share only)"
-    )
+    if all(isnan(v) for v in h.prod_reclaimable_cpu):
+        notes.append(
+            "no prodReclaimable recorded (koordlet's peak prediction): dynamic mid counts it"
+            " as 0 (its unallocated share only)"
+        )
     lines += [f"note: {n}" for n in notes]
     lines += ["", render_table(outcome.hours, pressure_psi), ""]
     totals = []

@@ -50,6 +50,9 @@ class History:
     psi_some: array[float]  # highest cpu some avg10 (%) of the non-BE pods
     psi_full: array[float]
     runq_p99: array[float]  # highest recorded qos_runq_latency_p99 of a non-BE class (µs)
+    # koordlet's prodReclaimable of each training pass (cores, bytes), held until the next
+    prod_reclaimable_cpu: array[float]
+    prod_reclaimable_memory: array[float]
     samples: int = 0
     series: int = 0
     notes: list[str] = field(default_factory=list)
@@ -103,12 +106,15 @@ class _Reader:
         return (min(a for a, _ in found), max(b for _, b in found)) if found else None
 
     def spacing(self, sid: int, end: float) -> float:
-        """The median gap between the newest samples of a series (its collect interval)."""
-        row = self.db.execute(
-            "SELECT points FROM chunks WHERE series_id = ? AND last <= ? ORDER BY last DESC",
+        """The median gap between the newest samples of a series (its collect interval).
+        Several chunks: a series written less often than the cache flushes (a prediction every
+        training interval) has one sample a chunk."""
+        rows = self.db.execute(
+            "SELECT points FROM chunks WHERE series_id = ? AND last <= ?"
+            " ORDER BY last DESC LIMIT 16",
             (sid, end),
-        ).fetchone()
-        times = sorted(t for t, _ in unpack(row[0])) if row else []
+        ).fetchall()
+        times = sorted(t for (blob,) in rows for t, _ in unpack(blob))
         gaps = sorted(b - a for a, b in itertools.pairwise(times) if b > a)
         return gaps[len(gaps) // 2] if gaps else STEP
 
@@ -238,6 +244,14 @@ def _load(
     def be(allocation: str) -> array[float]:
         return single("node_be", {"be_resource": "cpu", "be_allocation": allocation}, 1e-3)
 
+    def predicted(name: str) -> array[float]:
+        """A prediction series: one sample a training interval, so valid for two of those."""
+        ids = reader.ids(name)
+        if not ids:
+            return _grid(n)
+        every = max(reader.spacing(ids[0][0], end), STEP)
+        return _Binner(reader, start, n, math.floor(2 * every / STEP)).one(ids[0][0])
+
     history = History(
         start=start,
         end=end,
@@ -252,6 +266,8 @@ def _load(
         psi_some=binner.highest(psi["some"]),
         psi_full=binner.highest(psi["full"]),
         runq_p99=binner.highest(runq),
+        prod_reclaimable_cpu=predicted("prod_reclaimable_cpu"),
+        prod_reclaimable_memory=predicted("prod_reclaimable_memory"),
         series=sum(len(ids) for ids in reader.series.values()),
     )
     history.samples = binner.samples

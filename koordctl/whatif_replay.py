@@ -158,11 +158,24 @@ def _manager_step(
         return round(_nan0(avg[cpu]) * 1000), round(_nan0(avg[memory]))
 
     hp = pair("hp_cpu", "hp_memory")
+    # prodReclaimable as koordlet last reported it (not averaged: the manager reads the
+    # NodeMetric's one value); none recorded: the manager's "not reported" (0)
+    history = inputs.history
+    reclaimable_cpu, reclaimable_memory = (
+        history.prod_reclaimable_cpu[i],
+        history.prod_reclaimable_memory[i],
+    )
+    reclaimable = (
+        None
+        if isnan(reclaimable_cpu) or isnan(reclaimable_memory)
+        else (round(reclaimable_cpu * 1000), round(reclaimable_memory))
+    )
     metric = MetricView(
-        update_time=inputs.history.start + i,
+        update_time=history.start + i,
         system_usage=pair("system_cpu", "system_memory"),
         node_usage=pair("node_cpu", "node_memory"),
         pods={_HP_POD: (PRIORITY_PROD, hp[0], hp[1])},
+        prod_reclaimable=reclaimable,
     )
     pods: list[PodView] = []
     if node.prod_requests is not None:

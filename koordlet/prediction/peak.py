@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from koordlet.metriccache import MetricCache
+from koordlet.metriccache import MetricCache, Sample
 from koordlet.prediction.checkpoint import FILE_NAME, CheckpointStore
 from koordlet.prediction.pods import pod_facts
 from koordlet.prediction.predictors import (
@@ -27,6 +27,9 @@ from koordlet.states.nodeconfig import NodeConfig
 from koordlet.states.pods import KnownPod
 
 log = logging.getLogger(__name__)
+
+# the prediction of each pass, in cores and bytes
+RECLAIMABLE_CPU, RECLAIMABLE_MEMORY = "prod_reclaimable_cpu", "prod_reclaimable_memory"
 
 
 class PeakPredictor:
@@ -62,9 +65,21 @@ class PeakPredictor:
         return restored
 
     def run_pass(self, pods: Iterable[KnownPod]) -> None:
-        self.server.train(pod_facts(known) for known in pods)
+        known = list(pods)
+        self.server.train(pod_facts(pod) for pod in known)
         self.server.gc()
         self.server.checkpoint()
+        # Kept as series of the metric cache, so that `koordctl whatif` replays dynamic mid
+        # resources from what was predicted then (the models themselves keep no history).
+        now = self.server.clock()
+        found = self.prod_reclaimable(known, now)
+        if found is not None:
+            self.server.cache.append(
+                [
+                    Sample(RECLAIMABLE_CPU, {}, now, found[0] / 1000),
+                    Sample(RECLAIMABLE_MEMORY, {}, now, float(found[1])),
+                ]
+            )
 
     def prod_reclaimable(self, pods: Iterable[KnownPod], now: float) -> Pair | None:
         """The prediction, or None (logged once per new reason) while it cannot be made."""

@@ -479,3 +479,34 @@ def test_node_strategies_are_matched_with_the_node_labels(
     batch = run_json(capsys, *args, "--node-label", "pool=batch")
     assert [h["sides"]["proposed"]["suppress_seconds"] for h in other["hours"]] == [0, 0]
     assert [h["sides"]["proposed"]["suppress_seconds"] for h in batch["hours"]] == [1800, 1800]
+
+
+def test_dynamic_mid_replays_the_prod_reclaimable_koordlet_predicted(
+    tmp_path: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # koordlet's training passes, every 60 s: 0.85 cores / 3 GiB reclaimable at rest, 0.35 / 1 GiB
+    # in the LS peaks. Mid (midUnallocatedPercent 0) = min(prodReclaimable, node unused, the
+    # threshold) = the prediction of the step, the node being far from full.
+    path = tmp_path / "metrics.db"
+    write_history(path)
+    cache = MetricCache(path, retention_seconds=1e9, max_bytes=1 << 40)
+    for s in range(0, HOURS * 3600, 60):
+        cpu, memory = (0.35, 1 * GI) if peak(s) else (0.85, 3 * GI)
+        cache.append(
+            [
+                Sample("prod_reclaimable_cpu", {}, T0 + s + 0.5, cpu),
+                Sample("prod_reclaimable_memory", {}, T0 + s + 0.5, memory),
+            ]
+        )
+    cache.close()
+    new = colocation(tmp_path, "new.json", 70)
+    argv = ["whatif", "--since", "all", "--capacity", CAPACITY, "--colocation", str(new)]
+    replay = compute(build_parser().parse_args([*argv, "--db", str(path)])).replays[1]
+    assert set(replay.mid_cpu) == {850, 350}
+    assert set(replay.mid_memory) == {3 * GI, 1 * GI}
+    assert replay.mid_cpu.count(350) == len(replay.mid_cpu) // 2  # the peaks' half of each hour
+    # without a recorded prediction the manager's "not reported": 0, and the output says so
+    without = compute(build_parser().parse_args([*argv, "--db", str(db)])).replays[1]
+    assert set(without.mid_cpu) == {0}
+    assert main([*argv, "--db", str(db)]) == 0
+    assert "no prodReclaimable recorded" in capsys.readouterr().out

@@ -14,7 +14,7 @@ from koordlet import cli
 from koordlet.cluster.kubelet import spec_facts
 from koordlet.metriccache import MetricCache, Sample
 from koordlet.nodemetric import build_status
-from koordlet.prediction.peak import PeakPredictor
+from koordlet.prediction.peak import RECLAIMABLE_CPU, RECLAIMABLE_MEMORY, PeakPredictor
 from koordlet.prediction.server import CPU_BUCKETS, MEMORY_BUCKETS, ServerSettings
 from koordlet.states.nodeconfig import NodeConfig
 from koordlet.states.pods import KnownPod, PodStore
@@ -127,6 +127,10 @@ def test_one_training_pass_then_the_report_has_koordinators_prod_reclaimable(
     got = read_node_metric({"status": status}).prod_reclaimable
     assert got is not None and got[0] == expected_cpu
     assert status["prodReclaimableMetric"]["resource"]["resources"]["cpu"] == f"{expected_cpu}m"
+    # the pass kept its prediction in the metric cache too (for koordctl whatif)
+    kept = predictor.server.cache
+    assert kept.last(RECLAIMABLE_CPU, {}, NOW, 0) == expected_cpu / 1000
+    assert kept.last(RECLAIMABLE_MEMORY, {}, NOW, 0) == got[1]
     predictor.close()
 
 
