@@ -43,7 +43,7 @@ def _now(micro: bool = False) -> str:
 @dataclass
 class OtherNode:
     """See the module docstring. ``usage`` is what its NodeMetric reports: (milli-cores,
-    bytes), all of it system usage (no pod runs there)."""
+    bytes), all of it system usage (no pod runs there); ``pods_metric`` its podsMetric."""
 
     cluster: Cluster
     name: str
@@ -53,6 +53,8 @@ class OtherNode:
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: list[dict[str, str]] = field(default_factory=list)
     usage: tuple[int, int] = (50, 200 * 2**20)
+    # podsMetric entries as koordlet writes them (namespace, name, podUsage, priority, qos)
+    pods_metric: list[dict[str, Any]] = field(default_factory=list)
     beats: int = 0  # heartbeats sent so far
     _transition: str = ""  # the Ready condition's lastTransitionTime
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -87,7 +89,7 @@ class OtherNode:
         return {
             "updateTime": _now(),
             "nodeMetric": {"nodeUsage": usage, "systemUsage": usage},
-            "podsMetric": [],
+            "podsMetric": list(self.pods_metric),
         }
 
     # -- lifecycle --------------------------------------------------------------------------

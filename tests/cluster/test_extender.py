@@ -1,6 +1,7 @@
 """koord-scheduler's extender called by the real kube-scheduler with the chart's configuration
 (filter, prioritize and bind, nodeCacheCapable): LoadAware keeps a pod off a hot node, and a
-BE pod off a node whose p95 is over its aggregated threshold though its latest usage is low, an
+BE pod off a node whose p95 is over its aggregated threshold though its latest usage is low, a
+koord-prod pod judged on the prod pods' usage (prodUsageThresholds) rather than the node's, an
 LSR pod gets its CPUs at bind and koordlet pins them, GPU pods get device-allocated against a Device
 as Koordinator's DeviceShare accounts it, and with the extender down the chart's ignorable
 false holds pods back. The second node (othernode.py) has no kubelet: its binds are what is
@@ -222,6 +223,74 @@ def test_load_aware_keeps_a_be_pod_off_a_node_whose_p95_is_over_its_threshold(
         set_thresholds(cluster, None)
         set_p95(cluster, None)
         delete(cluster, "be-under-p95", "be-over-p95")
+
+
+def reported_pods(cluster: Cluster) -> list[dict[str, Any]]:
+    return list(cluster.get(f"{NODE_METRIC}/{OTHER}")["status"].get("podsMetric") or [])
+
+
+def test_load_aware_judges_a_prod_pod_on_the_prod_pods_usage(
+    cluster: Cluster, other: OtherNode
+) -> None:
+    """Koordinator's prodUsageThresholds, set for OTHER by its usage-thresholds annotation
+    (cpu: 65 % of the node's usage, 45 % of its prod pods' usage): with OTHER at 75 %, a
+    non-prod pod is kept off, while a koord-prod pod is judged on what podsMetric reports for
+    the prod pods there (plus the prod estimates not in it yet), and placed until that is over."""
+    prod = {"cpu": "2", "memory": "1Gi"}  # 2 cpus: only OTHER (64 cores) has room for them
+    labels = {keys.LABEL_QOS_CLASS: "LS"}
+
+    def prod_pod(name: str) -> dict[str, Any]:
+        return pod(name, requests=prod, labels=labels, priority_class="koord-prod")
+
+    def prod_using(cores: int) -> list[dict[str, Any]]:
+        usage = {"resources": {"cpu": str(cores), "memory": "1Gi"}}
+        return [{"namespace": NAMESPACE_UNDER_TEST, "name": "prod-running", "podUsage": usage,
+                 "priority": "koord-prod", "qos": "LS"}]  # fmt: skip
+
+    def reported(cores: int) -> bool:
+        found = reported_pods(cluster)
+        busy = milli_value(metric_of(cluster, OTHER)["cpu"]) == 48000
+        return busy and [milli_value(p["podUsage"]["resources"]["cpu"]) for p in found] == [
+            cores * 1000
+        ]
+
+    try:
+        create(cluster, prod_pod("prod-running"))
+        running = cluster.wait_for(
+            "the first prod pod bound", lambda: bound(cluster, "prod-running")
+        )
+        assert running["spec"]["nodeName"] == OTHER
+        other.usage, other.pods_metric = (48000, 200 * 2**20), prod_using(20)
+        set_thresholds(
+            cluster, {"usageThresholds": {"cpu": 65}, "prodUsageThresholds": {"cpu": 45}}
+        )
+        cluster.wait_for(f"{OTHER} at 48 cores, 20 of them prod", lambda: reported(20), 60)
+
+        # a BestEffort pod (koord-batch by its QoS): judged on the node's 75 %
+        create(cluster, pod("not-prod", requests={}, node=OTHER))
+        condition = cluster.wait_for(
+            "the non-prod pod unschedulable", lambda: unschedulable(cluster, "not-prod")
+        )
+        assert "node(s) cpu usage exceed threshold" in condition["message"], condition
+        # prod: 20 + 2 x 0.85 of 64 cores is 34 %, under 45 %, whatever the node's usage
+        create(cluster, prod_pod("prod-fits"))
+        fits = cluster.wait_for("the prod pod bound", lambda: bound(cluster, "prod-fits"))
+        assert fits["spec"]["nodeName"] == OTHER
+
+        # prod at 30 cores: 30 + prod-fits' estimate (not in podsMetric) + 1.7 = 52 % > 45 %
+        other.pods_metric = prod_using(30)
+        cluster.wait_for(f"{OTHER}'s prod pods at 30 cores", lambda: reported(30), 60)
+        create(cluster, prod_pod("prod-over"))
+        condition = cluster.wait_for(
+            "the prod pod over the prod threshold unschedulable",
+            lambda: unschedulable(cluster, "prod-over"),
+        )
+        assert "node(s) cpu usage exceed threshold" in condition["message"], condition
+        assert "nodeName" not in get(cluster, "prod-over")["spec"]
+    finally:
+        other.usage, other.pods_metric = (50, 200 * 2**20), []
+        set_thresholds(cluster, None)
+        delete(cluster, "prod-running", "not-prod", "prod-fits", "prod-over")
 
 
 def container_cgroup(found: dict[str, Any], controller: str) -> str:
