@@ -12,9 +12,10 @@ Two estimates, and the report takes the smaller of each resource (``MinPredictor
   max(Σ requests of those pods - peak, 0), capped by allocatable - peak (at least 0).
 
 Allocatable is the node's raw-allocatable annotation (before amplification) when it parses,
-else its status.allocatable. Any missing input (no node, no model of a pod or of the system)
-is an error and the NodeMetric carries no prodReclaimableMetric, as in Koordinator; as in
-Koordinator, a pod the per-pod estimate fails on is not added to the per-class one either.
+else its status.allocatable. A pod without a model is skipped (Koordinator logs it), and as
+in Koordinator a pod the per-pod estimate fails on is not added to the per-class one either;
+without the node's allocatable or a model of the system or of a prod class there is no
+prediction, and the NodeMetric carries no prodReclaimableMetric.
 """
 
 from __future__ import annotations
