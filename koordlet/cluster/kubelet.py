@@ -37,7 +37,6 @@ body was read; ``error`` is the code when no response came (Koordinator records 
 from __future__ import annotations
 
 import asyncio
-import datetime
 import json
 import logging
 import ssl
@@ -51,6 +50,7 @@ from typing import Any
 
 from koordapi import pod as pod_model
 from koordapi.errors import QuantityError
+from koordapi.gang.spec import parse_time
 from koordapi.qos import KubeQoS
 from koordapi.quantity import milli_value, value
 from koordkube.client import SERVICE_ACCOUNT_DIR
@@ -333,22 +333,9 @@ def spec_facts(pod: Mapping[str, Any]) -> PodSpecFacts:
         memory_request=memory,
         container_memory_requests=containers,
         cpu_request=cpu,
-        created=_timestamp(meta.get("creationTimestamp")),
+        created=parse_time(meta.get("creationTimestamp")),
         terminating=bool(meta.get("deletionTimestamp")) or not _running(pod),
     )
-
-
-def _timestamp(text: object) -> float | None:
-    """An RFC 3339 time of the API ("2026-01-02T03:04:05Z") as unix seconds; None if not one."""
-    if not isinstance(text, str):
-        return None
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return moment.timestamp()
 
 
 def kubelet_pod(
