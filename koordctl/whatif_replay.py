@@ -230,9 +230,9 @@ def _be_cpu_release(
     config: Mapping[str, Any], window: int, i: int, series: tuple[_Prefix, _Prefix, _Prefix]
 ) -> int:
     """BECPUEvict's release at bin ``i`` with the replayed limit; 0 when it would not fire."""
-    lower = config.get("cpuEvictBESatisfactionLowerPercent")
-    upper = config.get("cpuEvictBESatisfactionUpperPercent")
-    if lower is None or upper is None or not 0 < lower <= 60 or not lower <= upper < 100:
+    try:
+        lower, upper = cpuevict.satisfaction_bounds(config)
+    except ValueError:
         return 0
     threshold = config.get("cpuEvictBEUsageThresholdPercent")
     requests, limit, used = series

@@ -98,6 +98,20 @@ def usage_high_enough(usage: float, limit: float, threshold: int | None) -> bool
     return usage / limit >= (BE_USAGE_THRESHOLD_PERCENT if threshold is None else threshold) / 100
 
 
+def satisfaction_bounds(config: Mapping[str, Any]) -> tuple[int, int]:
+    """BECPUEvict's (lower%, upper%) satisfaction; raises ValueError when they are unset or
+    outside (0,60] and (0,100), or upper is below lower."""
+    lower = config.get("cpuEvictBESatisfactionLowerPercent")
+    upper = config.get("cpuEvictBESatisfactionUpperPercent")
+    if lower is None or upper is None:
+        raise ValueError("cpuEvictBESatisfactionLowerPercent and UpperPercent must be set")
+    if not (0 < lower <= SATISFACTION_LOWER_MAX and 0 < upper < SATISFACTION_UPPER_MAX):
+        raise ValueError(f"satisfaction bounds {lower}%/{upper}% are outside (0,60] and (0,100)")
+    if upper < lower:
+        raise ValueError(f"satisfaction upper {upper}% is below lower {lower}%")
+    return lower, upper
+
+
 def node_thresholds(config: Mapping[str, Any]) -> tuple[int, int]:
     """CPUEvict's (threshold%, lower%); raises ValueError when they are unset or make no sense
     (lower defaults to threshold - 2)."""
@@ -197,14 +211,10 @@ class CPUEvict(EvictStrategy):
         return values, valid
 
     def _be_task(self, ctx: Context, config: Mapping[str, Any], window: float) -> EvictTask | str:
-        lower = config.get("cpuEvictBESatisfactionLowerPercent")
-        upper = config.get("cpuEvictBESatisfactionUpperPercent")
-        if lower is None or upper is None:
-            return "cpuEvictBESatisfactionLowerPercent and UpperPercent must be set"
-        if not (0 < lower <= SATISFACTION_LOWER_MAX and 0 < upper < SATISFACTION_UPPER_MAX):
-            return f"satisfaction bounds {lower}%/{upper}% are outside (0,60] and (0,100)"
-        if upper < lower:
-            return f"satisfaction upper {upper}% is below lower {lower}%"
+        try:
+            lower, upper = satisfaction_bounds(config)
+        except ValueError as err:
+            return str(err)
         values, valid = self._be_window(ctx, window)
         if not valid:
             return f"not enough BE CPU samples in the last {window:g}s"
