@@ -134,9 +134,11 @@ def test_cpu_pressure_of_a_crowded_container_is_its_pods_psi(node: Node) -> None
         node.run_container(node.run_pod(idle), ContainerSpec("sleep"))
 
         def cpu_some(uid: str) -> float:
+            # The last sample of the last 10 s: koordlet shares the saturated CPUs with the
+            # loops, so in a slow VM its 1 s passes can be seconds apart.
             found = client.fetch(
                 f"127.0.0.1:{koordlet.port}",
-                "/api/v1/query?metric=pod_psi&window=3s&agg=last&label.psi_resource_type=cpu"
+                "/api/v1/query?metric=pod_psi&window=10s&agg=last&label.psi_resource_type=cpu"
                 f"&label.psi_degree=some&label.pod_uid={uid}",
             )
             return float(found[0]["last"]) if found else -1.0
@@ -144,9 +146,13 @@ def test_cpu_pressure_of_a_crowded_container_is_its_pods_psi(node: Node) -> None
         koordlet.wait_until(lambda: cpu_some(crowded.uid) > 20, 30, "crowded pod's cpu pressure")
         # The idle pod's own start (runc, its sleep) waited for the saturated CPUs too, and its
         # average decays from there: on a slow machine (a VM under emulation) it can still be
-        # above 10 % when the crowded pod's passes 20 %.
-        koordlet.wait_until(lambda: 0 <= cpu_some(idle.uid) < 10, 30, "idle pod's pressure low")
-        assert cpu_some(crowded.uid) > 20  # while the crowded pod's stays high
+        # above 10 % when the crowded pod's passes 20 %. Both are read in the same poll, so the
+        # idle pod's is low while the crowded pod's stays high.
+        koordlet.wait_until(
+            lambda: 0 <= cpu_some(idle.uid) < 10 and cpu_some(crowded.uid) > 20,
+            30,
+            "idle pod's pressure low while the crowded pod's stays high",
+        )
 
 
 # -- Koordinator's metric names on a real scrape ------------------------------------------------
