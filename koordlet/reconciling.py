@@ -38,6 +38,13 @@ from runtimehooks.rules import Rules
 log = logging.getLogger(__name__)
 
 
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
 class Reconciler:
     def __init__(
         self,
@@ -60,16 +67,25 @@ class Reconciler:
         self.waiting = waiting
         self.passes = 0
         self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def wake(self) -> None:
-        """Run a pass now (after a Synchronize, or when the node config changed)."""
-        self._wake.set()
+        """Run a pass now (after a Synchronize, or when the node config changed). Safe from
+        any thread: the NRI handlers run in the stub's handler thread."""
+        loop = self._loop
+        if loop is None or _on_loop(loop):
+            self._wake.set()
+        else:
+            loop.call_soon_threadsafe(self._wake.set)
 
     async def run(self) -> None:
+        self._loop = asyncio.get_running_loop()
         while True:
             self._wake.clear()
             try:
-                self.reconcile_all()
+                # In a worker thread: a pass over thousands of pods takes a second, and the
+                # event loop must stay free for the NRI connection meanwhile.
+                await asyncio.to_thread(self.reconcile_all)
             except Exception:  # a bug in one pass must not end the loop
                 log.exception("reconcile pass failed")
             with contextlib.suppress(TimeoutError):
@@ -82,7 +98,7 @@ class Reconciler:
         rules = self.rules()
         self.reconcile_kube_qos(rules)
         live: set[tuple[str, str]] = set()
-        for known in self.pods:
+        for known in self.pods.snapshot():
             self.reconcile_pod(known, rules)
             live.update((known.request.uid, container_id) for container_id in known.containers)
         self.applier.forget_gone(live)
@@ -100,7 +116,7 @@ class Reconciler:
         plan = tc.plan(rules) if rules.gates.enabled(tc.HOOK.gate) else None
         classes = {
             container.cgroup_dir: tc.classid(tc.pod_minor(known.request))
-            for known in self.pods
+            for known in self.pods.snapshot()
             for container in known.containers.values()
             if container.cgroup_dir
         }
@@ -149,7 +165,7 @@ class Reconciler:
             self._note_failures(outcome.failures, pod.key)
             pod_writes = self.applier.pod_values(pod, outcome.patch, rules.kernel)
         container_writes: list[CgroupWrite] = []
-        for cid, container in known.containers.items():
+        for cid, container in list(known.containers.items()):  # NRI events change it
             if (only is not None and cid != only) or (only is None and self.waiting(cid)):
                 continue
             c_outcome = run_container_stage(

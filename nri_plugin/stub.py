@@ -23,6 +23,12 @@ folder), with an exponential backoff for a socket that stays but refuses. A hand
 raises fails the runtime operation; one that overruns its time budget is answered with "no
 change" so that a slow rule never gets the plugin dropped by the runtime's request timeout.
 
+Plain (synchronous) handlers run in the stub's own handler thread, one at a time and in the
+order the runtime sent the events, so that the budget holds for them too: the event loop keeps
+serving while a handler runs, and answers "no change" when the budget is spent. An abandoned
+handler still runs to its end (Python cannot stop a thread), and the handlers queued behind it
+wait for it, each within its own budget. Async handlers run on the event loop as before.
+
 Usage::
 
     class Shares:
@@ -37,6 +43,7 @@ Usage::
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import inspect
 import logging
@@ -103,6 +110,13 @@ def check_identity(name: str | None, index: str | None) -> tuple[str, str]:
 MAX_SYNC_OBJECTS = 20_000
 
 
+def _log_abandoned(name: str, done: asyncio.Future[Any]) -> None:
+    """The end of a handler whose wait was abandoned: its error is logged here, where it would
+    otherwise be lost."""
+    if not done.cancelled() and done.exception() is not None:
+        log.warning("NRI handler %s failed after its budget: %s", name, done.exception())
+
+
 class Stub:
     """Connects a plugin object to the runtime; see the module docstring.
 
@@ -159,6 +173,7 @@ class Stub:
         self._connection: mux.Mux | None = None
         self._sync_pods: list[api.PodSandbox] = []
         self._sync_containers: list[api.Container] = []
+        self._handler_thread: concurrent.futures.ThreadPoolExecutor | None = None
 
     @property
     def handler_budget(self) -> float:
@@ -182,6 +197,9 @@ class Stub:
             if self._watch is not None:
                 self._watch.close()
                 self._watch = None
+            if self._handler_thread is not None:
+                self._handler_thread.shutdown(wait=False)
+                self._handler_thread = None
 
     async def _serve(self) -> None:
         backoff = self.backoff_initial
@@ -360,12 +378,19 @@ class Stub:
         token = _in_handler.set(name)
         start = time.perf_counter()
         outcome = "ok"
+        running: asyncio.Future[Any] | None = None  # a plain handler, in the handler thread
         try:
-            result = method(*args)
-            if inspect.isawaitable(result):
-                # asyncio.timeout runs the handler in this task (wait_for would start another).
-                async with asyncio.timeout(limit):
-                    result = await result
+            # asyncio.timeout runs an async handler in this task (wait_for would start another).
+            async with asyncio.timeout(limit):
+                if inspect.iscoroutinefunction(method):
+                    result = await method(*args)
+                else:
+                    running = self._in_thread(method, args)
+                    # shielded: an overrun abandons the wait, never the handler (a plugin's own
+                    # state, such as its record of a container, must not depend on its speed)
+                    result = await asyncio.shield(running)
+                    if inspect.isawaitable(result):
+                        result = await result
             return True, result
         except TimeoutError:
             outcome = "overrun"
@@ -373,6 +398,8 @@ class Stub:
             log.warning(
                 "NRI handler %s overran its %.3fs budget: answered with no change", name, limit
             )
+            if running is not None:
+                running.add_done_callback(lambda done: _log_abandoned(name, done))
             return False, None
         except Exception:
             outcome = "error"
@@ -382,6 +409,17 @@ class Stub:
             _in_handler.reset(token)
             if self.on_handled is not None:
                 self.on_handled(name, time.perf_counter() - start, outcome)
+
+    def _in_thread(self, method: Callable[..., Any], args: tuple[Any, ...]) -> asyncio.Future[Any]:
+        """``method(*args)`` in the handler thread, after the handlers before it."""
+        if self._handler_thread is None:
+            self._handler_thread = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix=f"nri-{self.name}"
+            )
+        context = contextvars.copy_context()  # carries _in_handler into the thread
+        return asyncio.get_running_loop().run_in_executor(
+            self._handler_thread, context.run, method, *args
+        )
 
     async def _configure(self, payload: bytes, remaining: float | None) -> bytes:
         request = api.ConfigureRequest()

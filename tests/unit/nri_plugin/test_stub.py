@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import socket
+import threading
 import tracemalloc
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -233,6 +234,69 @@ def test_a_handler_that_overruns_its_budget_is_answered_with_no_change(tmp_path:
         assert seen == [("create_container", "overrun")]
         assert stub.overruns == 1
         assert not session.closed.is_set()  # still connected
+        await finish(runtime, stub, task)
+
+    run(scenario())
+
+
+class Blocking:
+    """Plain handlers: create_container blocks until released (a rule stuck in a syscall or a
+    long computation, which no event loop can interrupt); each handler records its end."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.ended: list[str] = []
+        self.threads: set[str] = set()
+
+    def create_container(
+        self, pod: api.PodSandbox, ctr: api.Container
+    ) -> tuple[api.ContainerAdjustment, list[api.ContainerUpdate]]:
+        self.threads.add(threading.current_thread().name)
+        self.release.wait(10)
+        self.ended.append(ctr.name)
+        adjust = api.ContainerAdjustment()
+        adjust.linux.resources.cpu.shares.value = 2
+        return adjust, []
+
+    def update_container(
+        self, pod: api.PodSandbox, ctr: api.Container, resources: api.LinuxResources
+    ) -> list[api.ContainerUpdate]:
+        self.threads.add(threading.current_thread().name)
+        self.ended.append(f"update {ctr.name}")
+        return []
+
+
+def test_a_plain_handler_over_budget_is_abandoned_and_the_runtime_answered_in_time(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        seen: list[tuple[str, str]] = []
+        plugin = Blocking()
+        runtime, stub, session, task = await start(
+            tmp_path, plugin, handler_budget=0.2, on_handled=lambda n, s, o: seen.append((n, o))
+        )
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+
+        reply = await session.create_container(pod(), container("c1"))
+        # the next event waits behind the stuck handler, within its own budget
+        update = await session.update_container(pod(), container("c2"), api.LinuxResources())
+
+        # answered (no change) while the handler was still stuck: the budget held
+        assert loop.time() - started < 2.0
+        assert not reply.HasField("adjust") and not update.update
+        assert plugin.ended == []
+        assert seen == [("create_container", "overrun"), ("update_container", "overrun")]
+        assert stub.overruns == 2
+        assert not session.closed.is_set()
+        # abandoned, not cancelled: both handlers still run to their end, in the runtime's order
+        plugin.release.set()
+        for _ in range(200):
+            if len(plugin.ended) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert plugin.ended == ["c1", "update c2"]
+        assert len(plugin.threads) == 1 and threading.current_thread().name not in plugin.threads
         await finish(runtime, stub, task)
 
     run(scenario())
