@@ -17,7 +17,7 @@ from pathlib import Path
 from koordlet.executor import CgroupWrite, Executor, WriteResult, coresched, procfs
 from koordlet.executor.netqos import NetQoS, cgroup_id
 from koordlet.executor.resctrl import Resctrl, ResctrlError
-from koordlet.nri.translate import container_writes, pod_writes
+from koordlet.hookresults import container_writes, pod_writes
 from runtimehooks.hooks.tc import TcPlan
 from runtimehooks.patch import ContainerPatch, PodPatch
 from runtimehooks.request import ContainerRequest, PodRequest

@@ -39,12 +39,13 @@ from koordlet.eviction.backends import EvictByAPI, EvictionBackend, StopContaine
 from koordlet.eviction.cri import CRIRuntime
 from koordlet.executor import Executor, Status, WriteResult
 from koordlet.executor.resctrl import Resctrl
+from koordlet.healthseries import HealthCollector
 from koordlet.inspect.exposition import SchedLatencyExposition
 from koordlet.inspect.schedlat import GATE as SCHED_LATENCY_GATE
 from koordlet.inspect.schedlat import SchedLatencyCollector
 from koordlet.koordseries import KoordinatorSeries, Sources
 from koordlet.metriccache import MetricCache
-from koordlet.metrics import HealthCollector, KoordletMetrics, LabelCache
+from koordlet.metrics import KoordletMetrics, LabelCache
 from koordlet.nodemetric import build_status
 from koordlet.nri.conflicts import ConflictTracker
 from koordlet.nri.hooks import HookServer
@@ -99,10 +100,10 @@ class Koordlet:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.metrics = KoordletMetrics(config.node_name)
-        self.executor = Executor(config.cgroup_root, on_result=self._count_write)
-        # The QoS manager re-asserts its values every second; it trusts what it wrote or saw
-        # for --resource-force-update-seconds instead of reading every file every time.
-        self.qos_executor = Executor(
+        # One executor, so one cache of what was written or seen: the QoS manager re-asserts
+        # its values every second and trusts that cache for --resource-force-update-seconds
+        # (its writes are cacheable); the NRI path and the reconciler read every file.
+        self.executor = Executor(
             config.cgroup_root,
             on_result=self._count_write,
             force_update_seconds=config.resource_force_update_seconds,
@@ -310,7 +311,7 @@ class Koordlet:
         boost = SuppressBoost()  # SchedLatencyGuard lowers CPUSuppress's threshold through it
         return [
             CPUSuppress(
-                self.qos_executor,
+                self.executor,
                 interval=c.cpu_suppress_interval,
                 min_cpus=c.cpu_suppress_min_cpus,
                 metrics=self.metrics,
@@ -321,9 +322,9 @@ class Koordlet:
                 interval=c.cpu_suppress_interval,
                 sample_interval=c.sched_latency_interval,
             ),
-            CPUBurst(self.qos_executor, interval=c.cpu_suppress_interval, metrics=self.metrics),
-            CgroupReconcile(self.qos_executor, interval=c.qos_reconcile_interval),
-            ResctrlReconcile(self.resctrl, self.qos_executor, interval=c.qos_reconcile_interval),
+            CPUBurst(self.executor, interval=c.cpu_suppress_interval, metrics=self.metrics),
+            CgroupReconcile(self.executor, interval=c.qos_reconcile_interval),
+            ResctrlReconcile(self.resctrl, self.executor, interval=c.qos_reconcile_interval),
             SystemConfig(c.proc_root, c.sys_root, interval=c.qos_reconcile_interval),
             CPUEvict(
                 self.evictor,

@@ -18,18 +18,18 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from koordapi.qos import KubeQoS
 from koordlet.applying import Applier
 from koordlet.executor import CgroupWrite, Status
+from koordlet.hookresults import failure_cause, pod_writes
 from koordlet.metrics import KoordletMetrics
-from koordlet.nri.hooks import failure_cause
 from koordlet.states.pods import KnownPod, PodStore
-from runtimehooks.hooks import coresched, groupidentity, tc
+from runtimehooks.hooks import tc
 from runtimehooks.registry import (
     FailurePolicy,
     Hook,
     HookFailure,
     run_container_stage,
+    run_kube_qos_stage,
     run_pod_stage,
 )
 from runtimehooks.request import Stage
@@ -123,32 +123,13 @@ class Reconciler:
         self.applier.apply_net_qos(plan, classes)
 
     def reconcile_kube_qos(self, rules: Rules) -> None:
-        dirs = self.pods.kube_qos_dirs()
+        """The kube-QoS directories' values from the hooks' kube-QoS stage, written where the
+        file exists (a kernel without cpu.bvt_warp_ns or cpu.idle has nothing to set)."""
         writes: list[CgroupWrite] = []
-        gi = (
-            groupidentity.kube_qos_values(rules)
-            if rules.gates.enabled(groupidentity.HOOK.gate)
-            else None
-        )
-        if gi is not None:
-            for kube, value in gi.items():
-                patch = groupidentity.to_patch(value, rules)
-                if patch is not None and patch.cpu_bvt_warp_ns is not None:
-                    writes.append(CgroupWrite(dirs[kube], "cpu.bvt_warp_ns", patch.cpu_bvt_warp_ns))
-                elif (
-                    patch is not None
-                    and patch.cpu_idle is not None
-                    and kube is not KubeQoS.GUARANTEED
-                ):
-                    # cpu.idle on the kubepods root would idle every pod: only the QoS children.
-                    writes.append(CgroupWrite(dirs[kube], "cpu.idle", patch.cpu_idle))
-        idle = coresched.kube_qos_idle(rules) if rules.gates.enabled(coresched.HOOK.gate) else None
-        if idle is not None and rules.kernel.cpu_idle:
-            writes += [
-                CgroupWrite(dirs[k], "cpu.idle", v)
-                for k, v in idle.items()
-                if k is not KubeQoS.GUARANTEED
-            ]
+        for kube, folder in self.pods.kube_qos_dirs().items():
+            outcome = run_kube_qos_stage(self.hooks, kube, rules)
+            self._note_failures(outcome.failures, f"kube QoS {kube.value}")
+            writes += pod_writes(folder, outcome.patch, rules.kernel)
         existing = [
             w for w in writes if self.applier.executor.read(w.cgroup, w.resource) is not None
         ]
@@ -157,14 +138,14 @@ class Reconciler:
     def reconcile_pod(self, known: KnownPod, rules: Rules, only: str | None = None) -> None:
         start = time.perf_counter()
         pod = known.request
-        pod_writes: list[CgroupWrite] = []
+        pod_level: list[CgroupWrite] = []
         if only is None:
             outcome = run_pod_stage(
                 self.hooks, Stage.RECONCILE_POD, pod, rules, FailurePolicy.IGNORE
             )
             self._note_failures(outcome.failures, pod.key)
-            pod_writes = self.applier.pod_values(pod, outcome.patch, rules.kernel)
-        container_writes: list[CgroupWrite] = []
+            pod_level = self.applier.pod_values(pod, outcome.patch, rules.kernel)
+        container_level: list[CgroupWrite] = []
         for cid, container in list(known.containers.items()):  # NRI events change it
             if (only is not None and cid != only) or (only is None and self.waiting(cid)):
                 continue
@@ -172,10 +153,10 @@ class Reconciler:
                 self.hooks, Stage.RECONCILE_CONTAINER, container, rules, FailurePolicy.IGNORE
             )
             self._note_failures(c_outcome.failures, container.key)
-            container_writes += self.applier.container_values(
+            container_level += self.applier.container_values(
                 container, c_outcome.patch, rules.kernel
             )
-        results = self.applier.apply_leveled([pod_writes, container_writes])
+        results = self.applier.apply_leveled([pod_level, container_level])
         status = "failed" if any(r.status is Status.FAILED for r in results) else "succeeded"
         self._observe("pod", "all", start, status)
 

@@ -1,10 +1,10 @@
 """Hooks, and running one stage of them the way Koordinator does.
 
-A hook is a name, the feature gate that switches it, its stages, and a pure function for pods
-and/or containers returning a sparse patch. A stage runs the enabled hooks in byte order of
-their names (so "BatchResource" runs before "CPUSetAllocator"); later values replace earlier
-ones. Failure policy Ignore (the default) logs a failing hook and goes on; Fail stops at the
-first failure and reports it, so the caller can fail the runtime request.
+A hook is a name, the feature gate that switches it, its stages, and a pure function for pods,
+containers and/or the kube-QoS directories returning a sparse patch. A stage runs the enabled
+hooks in byte order of their names (so "BatchResource" runs before "CPUSetAllocator"); later
+values replace earlier ones. Failure policy Ignore (the default) logs a failing hook and goes
+on; Fail stops at the first failure and reports it, so the caller can fail the runtime request.
 """
 
 from __future__ import annotations
@@ -15,12 +15,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from koordapi.qos import KubeQoS
 from runtimehooks.patch import EMPTY_CONTAINER, EMPTY_POD, ContainerPatch, PodPatch, merge
 from runtimehooks.request import ContainerRequest, PodRequest, Stage
 from runtimehooks.rules import Rules
 
 PodFn = Callable[[PodRequest, Rules, Stage], PodPatch | None]
 ContainerFn = Callable[[ContainerRequest, Rules, Stage], ContainerPatch | None]
+# the values of one kube-QoS directory (its cgroup is the pod-level kind: a PodPatch)
+KubeQoSFn = Callable[[KubeQoS, Rules, Stage], PodPatch | None]
 
 
 class FailurePolicy(enum.StrEnum):
@@ -35,6 +38,7 @@ class Hook:
     stages: frozenset[Stage]
     pod: PodFn | None = None
     container: ContainerFn | None = None
+    kube_qos: KubeQoSFn | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,24 @@ def run_container_stage(
             hook, hook.container, req, rules=rules, stage=stage, policy=policy, outcome=outcome
         ):
             break
+    return outcome
+
+
+def run_kube_qos_stage(hooks: Sequence[Hook], kube: KubeQoS, rules: Rules) -> Outcome[PodPatch]:
+    """The reconciler's values for one kube-QoS directory (failures are ignored: a pass)."""
+    stage = Stage.RECONCILE_KUBE_QOS
+    outcome: Outcome[PodPatch] = Outcome(EMPTY_POD)
+    for hook in ordered(hooks, rules, stage):
+        if hook.kube_qos is not None:
+            _run(
+                hook,
+                hook.kube_qos,
+                kube,
+                rules=rules,
+                stage=stage,
+                policy=FailurePolicy.IGNORE,
+                outcome=outcome,
+            )
     return outcome
 
 

@@ -33,6 +33,9 @@ class Stage(enum.StrEnum):
     PRE_REMOVE_POD_SANDBOX = "PreRemoveRunPodSandbox"
     RECONCILE_POD = "ReconcilePod"
     RECONCILE_CONTAINER = "ReconcileContainer"
+    # the kube-QoS directories (kubepods, its burstable and besteffort children): Koordinator's
+    # reconciler level KubeQOSLevel
+    RECONCILE_KUBE_QOS = "ReconcileKubeQOS"
 
 
 CONTAINER_STAGES = frozenset(

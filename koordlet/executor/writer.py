@@ -7,9 +7,12 @@ Usage::
     results = executor.apply_leveled([[pod_writes], [container_writes]])
 
 With ``force_update_seconds`` (Koordinator's ``--resource-force-update-seconds``) a value this
-executor wrote or found in place is trusted for that long: writing it again is "unchanged"
-without reading the file. The QoS manager, which re-asserts every value every second, uses it;
-a value changed behind koordlet's back is then put back within that window.
+executor wrote or found in place is trusted for that long by writes that ask for it
+(``cacheable=True``, Koordinator's ``Update(cacheable, ...)``): writing it again is "unchanged"
+without reading the file. The QoS manager, which re-asserts every value every second, asks for
+it, so a value changed behind koordlet's back is put back within that window; the NRI path and
+the reconciler read the file every time. koordlet has one executor, so one cache: a value the
+reconciler wrote is trusted by the QoS manager too.
 
 Every write gets a result: applied, unchanged (the file already had the value), invalid (the
 validator refused it; nothing written), gone (the cgroup does not exist), unsupported (the
@@ -143,10 +146,12 @@ class Executor(CgroupReader):
     def path_of(self, write: CgroupWrite) -> Path | None:
         return lookup(write.resource).path(self.root, self.version, write.cgroup)
 
-    def apply(self, writes: Iterable[CgroupWrite]) -> list[WriteResult]:
-        return [self._write(w) for w in writes]
+    def apply(self, writes: Iterable[CgroupWrite], *, cacheable: bool = False) -> list[WriteResult]:
+        return [self._write(w, cacheable=cacheable) for w in writes]
 
-    def apply_leveled(self, levels: Sequence[Sequence[CgroupWrite]]) -> list[WriteResult]:
+    def apply_leveled(
+        self, levels: Sequence[Sequence[CgroupWrite]], *, cacheable: bool = False
+    ) -> list[WriteResult]:
         """Top-down looser values, then bottom-up exact values; a result per write, in order.
 
         A write whose exact value the loosening pass already put there is reported as applied
@@ -154,7 +159,7 @@ class Executor(CgroupReader):
         loosened: set[CgroupWrite] = set()
         for level in levels:
             for write in level:
-                looser = self._looser(write)
+                looser = self._looser(write, cacheable)
                 if looser is None:
                     continue
                 wrote = self._write(looser, report=False).status is Status.APPLIED
@@ -162,7 +167,7 @@ class Executor(CgroupReader):
                     loosened.add(write)
         results: list[WriteResult] = []
         for level in reversed(levels):
-            results[:0] = [self._write(w) for w in level]
+            results[:0] = [self._write(w, cacheable=cacheable) for w in level]
         return [
             replace(r, status=Status.APPLIED)
             if r.status is Status.UNCHANGED and r.write in loosened
@@ -180,7 +185,7 @@ class Executor(CgroupReader):
         except ValueError:
             return False
 
-    def _looser(self, write: CgroupWrite) -> CgroupWrite | None:
+    def _looser(self, write: CgroupWrite, cacheable: bool) -> CgroupWrite | None:
         if write.resource not in _LOOSER:
             return None
         res = lookup(write.resource)
@@ -188,7 +193,7 @@ class Executor(CgroupReader):
             wanted = res.normalize(str(write.value))
         except ValueError:
             return None
-        if self._trusted(write, wanted):
+        if cacheable and self._trusted(write, wanted):
             return None  # already in place: nothing to loosen
         current = self.read(write.cgroup, write.resource)
         if current is None:
@@ -203,9 +208,11 @@ class Executor(CgroupReader):
             return None  # already at least as loose
         return write
 
-    def _write(self, write: CgroupWrite, report: bool = True) -> WriteResult:
+    def _write(
+        self, write: CgroupWrite, report: bool = True, cacheable: bool = False
+    ) -> WriteResult:
         start = time.perf_counter()
-        result = self._do_write(write)
+        result = self._do_write(write, cacheable)
         result = WriteResult(
             result.write, result.status, result.detail, time.perf_counter() - start
         )
@@ -215,7 +222,7 @@ class Executor(CgroupReader):
             self.on_result(result)
         return result
 
-    def _do_write(self, write: CgroupWrite) -> WriteResult:
+    def _do_write(self, write: CgroupWrite, cacheable: bool) -> WriteResult:
         try:
             res: Resource = lookup(write.resource)
         except ValueError as err:
@@ -232,7 +239,7 @@ class Executor(CgroupReader):
                 write, Status.INVALID, f"cgroup path {write.cgroup!r} leaves the root"
             )
         wanted = res.normalize(value)
-        if self._trusted(write, wanted):
+        if cacheable and self._trusted(write, wanted):
             return WriteResult(write, Status.UNCHANGED, "written or seen recently")
         path = res.file(self._root, self.version, write.cgroup)
         if path is None:

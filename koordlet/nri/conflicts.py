@@ -34,7 +34,9 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+
+from prometheus_client import Counter
 
 from koordapi.cgroup import shares_to_weight
 from koordapi.cpuset import parse_cpuset
@@ -43,9 +45,6 @@ from koordlet.cgroupfs.resources import V1_UNLIMITED_FLOOR
 from koordlet.executor import CgroupWrite, Executor
 from nri_plugin import api
 from runtimehooks.request import ContainerRequest
-
-if TYPE_CHECKING:
-    from koordlet.metrics import KoordletMetrics
 
 log = logging.getLogger(__name__)
 
@@ -278,6 +277,14 @@ class Pending:
     asked: Asked
 
 
+class ConflictMetrics(Protocol):
+    """What the tracker counts conflicts with: ``koordlet.metrics.KoordletMetrics``, which the QoS
+    manager uses too (a protocol here keeps the NRI side out of its imports)."""
+
+    node: str
+    nri_conflicts: Counter
+
+
 class ConflictTracker:
     """Remembers what koordlet asked per container and checks it after the start; see the
     module docstring. Called from the NRI handlers (the event loop) and, through
@@ -286,7 +293,7 @@ class ConflictTracker:
     def __init__(
         self,
         executor: Executor,
-        metrics: KoordletMetrics,
+        metrics: ConflictMetrics,
         *,
         max_pending: int = MAX_PENDING,
         max_records: int = MAX_RECORDS,
@@ -294,6 +301,8 @@ class ConflictTracker:
     ) -> None:
         self.executor = executor
         self.metrics = metrics
+        for resource in RESOURCES:  # 0 from the start, so that increases show
+            metrics.nri_conflicts.labels(metrics.node, resource)
         self.max_pending = max_pending
         self.clock = clock
         self._pending: OrderedDict[str, Pending] = OrderedDict()

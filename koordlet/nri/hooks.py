@@ -16,9 +16,9 @@ import logging
 from collections.abc import Callable, Sequence
 
 from koordapi import keys
-from koordapi.errors import AnnotationError
 from koordapi.qos import is_known_qos_label
 from koordlet.applying import Applier
+from koordlet.hookresults import failure_cause
 from koordlet.metrics import KoordletMetrics, LabelCache
 from koordlet.nri.conflicts import ConflictTracker
 from koordlet.nri.translate import to_adjustment, to_update
@@ -40,13 +40,6 @@ log = logging.getLogger(__name__)
 
 class HookFailed(Exception):
     """Raised to the runtime under failure policy Fail: the request fails."""
-
-
-def failure_cause(error: Exception) -> str:
-    """A short, bounded label for a failure: the error class, and the annotation key if any."""
-    if isinstance(error, AnnotationError):
-        return f"{type(error).__name__}:{error.key}"
-    return type(error).__name__
 
 
 class HookServer:

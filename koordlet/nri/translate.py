@@ -1,69 +1,14 @@
-"""Hook results in the terms of their consumers: NRI messages and cgroup writes.
+"""Hook results as NRI messages: a ContainerAdjustment at creation, a ContainerUpdate on update.
 
-Container values go back to the runtime (an NRI ContainerAdjustment at creation, a
-ContainerUpdate on update) and, in the reconciler, straight to the container's cgroup. Pod
-values always go to the pod's cgroup: NRI cannot adjust a sandbox.
+The same patches go to cgroup files through ``koordlet.hookresults`` (the reconciler, and pod
+values, which NRI cannot adjust).
 """
 
 from __future__ import annotations
 
-from koordlet.executor import CgroupWrite
 from nri_plugin import api
-from runtimehooks.patch import ContainerPatch, PodPatch
+from runtimehooks.patch import ContainerPatch
 from runtimehooks.rules import KernelFeatures
-
-POD_FILES = (
-    ("cpu_bvt_warp_ns", "cpu.bvt_warp_ns"),
-    ("cpu_idle", "cpu.idle"),
-    ("cpu_shares", "cpu.shares"),
-    ("cpu_cfs_quota_us", "cpu.cfs_quota_us"),
-    ("memory_limit", "memory.limit_in_bytes"),
-    ("memory_min", "memory.min"),
-    ("memory_low", "memory.low"),
-    ("net_cls_classid", "net_cls.classid"),
-)
-CONTAINER_FILES = (
-    ("cpuset_cpus", "cpuset.cpus"),
-    ("cpu_cfs_quota_us", "cpu.cfs_quota_us"),
-    ("cpu_shares", "cpu.shares"),
-    ("memory_limit", "memory.limit_in_bytes"),
-    ("memory_min", "memory.min"),
-    ("memory_low", "memory.low"),
-    ("memory_high", "memory.high"),
-)
-MEMORY_QOS_FILES = {"memory.min", "memory.low", "memory.high"}
-
-
-def memory_qos_writable(kernel: KernelFeatures) -> bool:
-    return kernel.cgroup_version == 2 or kernel.memory_qos_v1
-
-
-def pod_writes(cgroup: str, patch: PodPatch, kernel: KernelFeatures) -> list[CgroupWrite]:
-    writes = []
-    for attr, resource in POD_FILES:
-        value = getattr(patch, attr)
-        if value is None or (resource in MEMORY_QOS_FILES and not memory_qos_writable(kernel)):
-            continue
-        if resource == "cpu.shares" and patch.cpu_idle == 1:
-            continue  # an idle cgroup has the minimum weight; the kernel refuses shares for it
-        if resource == "net_cls.classid" and kernel.cgroup_version == 2:
-            continue  # no net_cls on v2
-        writes.append(CgroupWrite(cgroup, resource, value))
-    return writes
-
-
-def container_writes(
-    cgroup: str, patch: ContainerPatch, kernel: KernelFeatures
-) -> list[CgroupWrite]:
-    writes = []
-    for attr, resource in CONTAINER_FILES:
-        value = getattr(patch, attr)
-        if value is None or value == "":
-            continue  # "" cpuset: leave it to CPU suppress, as Koordinator's reconciler does
-        if resource in MEMORY_QOS_FILES and not memory_qos_writable(kernel):
-            continue
-        writes.append(CgroupWrite(cgroup, resource, value))
-    return writes
 
 
 def _resources(patch: ContainerPatch, kernel: KernelFeatures, target: api.LinuxResources) -> bool:

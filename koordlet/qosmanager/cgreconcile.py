@@ -196,7 +196,7 @@ class CgroupReconcile:
 
     def _apply(self, ctx: Context, plan: _Plan, problems: list[str]) -> None:
         levels = [[w for w in lv if w.resource not in self.unsupported] for lv in plan.levels]
-        for result in self.executor.apply_leveled(levels):
+        for result in self.executor.apply_leveled(levels, cacheable=True):
             write = result.write
             if result.status is Status.APPLIED:
                 why = plan.why[write]

@@ -318,7 +318,7 @@ class CPUBurst:
         writes.append((CgroupWrite(pod.cgroup_dir, BURST, total), "", pod_why))
         in_effect: dict[str, int] = {}
         for write, cid, why in writes:
-            (result,) = self.executor.apply([write])
+            (result,) = self.executor.apply([write], cacheable=True)
             if result.status is Status.UNSUPPORTED:
                 notes["cpu.cfs_burst_us not supported by this kernel"] = None
                 return {}  # the same kernel for every cgroup: stop asking
@@ -422,7 +422,7 @@ class CPUBurst:
             writes.reverse()
         now_in_effect = current
         for write, reason in writes:
-            (result,) = self.executor.apply([write])
+            (result,) = self.executor.apply([write], cacheable=True)
             if result.status not in (Status.APPLIED, Status.UNCHANGED):
                 break  # never tighten the pod below a container that kept its old quota
             if write.cgroup == ctr.cgroup_dir:

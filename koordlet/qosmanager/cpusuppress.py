@@ -355,7 +355,7 @@ class CPUSuppress:
         else:
             levels = [[be_dir], pods, containers]
         writes = [[CgroupWrite(cg, "cpuset.cpus", value) for cg in level] for level in levels]
-        results = self.executor.apply_leveled(writes)
+        results = self.executor.apply_leveled(writes, cacheable=True)
         done = all(r.status in (Status.APPLIED, Status.UNCHANGED) for r in results)
         self._cpuset_pass = (key, ctx.now) if done else None  # a failure: again next run
         if any(r.status is Status.APPLIED for r in results) and self._changed("cpuset", value):
@@ -385,7 +385,9 @@ class CPUSuppress:
             ctx.status(NAME, f"suppressing by cfsQuota: {current} (change under 1%)")
             return
         self.quota_recovered = False
-        result = self.executor.apply([CgroupWrite(be_dir, "cpu.cfs_quota_us", quota)])[0]
+        result = self.executor.apply(
+            [CgroupWrite(be_dir, "cpu.cfs_quota_us", quota)], cacheable=True
+        )[0]
         if self.metrics is not None:
             cores = quota / CFS_PERIOD_US
             self.metrics.be_suppress_cpu_cores.labels(self.metrics.node, "cfsQuota").set(cores)
@@ -409,7 +411,9 @@ class CPUSuppress:
         if self.quota_recovered:
             return
         be_dir = ctx.qos_dirs[KubeQoS.BESTEFFORT]
-        result = self.executor.apply([CgroupWrite(be_dir, "cpu.cfs_quota_us", UNLIMITED)])[0]
+        result = self.executor.apply(
+            [CgroupWrite(be_dir, "cpu.cfs_quota_us", UNLIMITED)], cacheable=True
+        )[0]
         if result.status in (Status.APPLIED, Status.UNCHANGED):
             self.quota_recovered = True
         if result.status is Status.APPLIED and self._changed("cfs_quota", "-1"):

@@ -11,8 +11,9 @@ value:
 * ``/proc/sys/kernel/sched_idle_saver_wmark`` (Anolis);
 * ``/sys/kernel/debug/sched_features``: each named feature on ("NAME") or off ("NO_NAME").
 
-The proc and sys roots are constructor arguments, so tests run on folders. A file this
-kernel does not have is skipped and named in the status; nothing here raises out of ``run``.
+The proc and sys roots are constructor arguments, so tests run on folders. The files are read
+and written by ``koordlet.executor.sysctl``. A file this kernel does not have is skipped and
+named in the status; nothing here raises out of ``run``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from koordapi.features import FeatureGates
+from koordlet.executor import sysctl
 from koordlet.qosmanager.audit import Action
 from koordlet.qosmanager.framework import Context
 
@@ -111,21 +113,12 @@ class SystemConfig:
     @staticmethod
     def _write(ctx: Context, path: Path, value: int, reason: str, notes: list[str]) -> None:
         try:
-            current = path.read_text().strip()
-        except FileNotFoundError:
-            notes.append(f"not on this kernel: {path}")
+            written = sysctl.write_int(path, value)
+        except sysctl.SettingError as err:
+            notes.append(str(err))
             return
-        except OSError as err:
-            notes.append(f"cannot read {path}: {err.strerror}")
-            return
-        if current.lstrip("-").isdigit() and int(current) == value:
-            return
-        try:
-            path.write_text(f"{value}\n")
-        except OSError as err:
-            notes.append(f"cannot write {value} to {path}: {err.strerror}")
-            return
-        ctx.record(Action(ctx.now, NAME, path.name, str(path), str(value), reason))
+        if written:
+            ctx.record(Action(ctx.now, NAME, path.name, str(path), str(value), reason))
 
     def _sched_features(self, ctx: Context, features: Any, notes: list[str]) -> None:
         path = self.sys_root / SCHED_FEATURES
@@ -133,8 +126,8 @@ class SystemConfig:
             notes.append(f"schedFeatures must map names to true or false, got {features!r}")
             return
         try:
-            tokens = path.read_text().split()
-        except OSError:
+            tokens = sysctl.read_setting(path).split()
+        except sysctl.SettingError:
             notes.append(f"not on this kernel: {path}")
             return
         # The file lists each feature once, as NAME (on) or NO_NAME (off).
@@ -147,9 +140,9 @@ class SystemConfig:
             elif current[feature] != on:
                 token = feature if on else f"NO_{feature}"
                 try:
-                    path.write_text(f"{token}\n")
-                except OSError as err:
-                    notes.append(f"cannot write {token} to {path}: {err.strerror}")
+                    sysctl.write_token(path, token)
+                except sysctl.SettingError as err:
+                    notes.append(str(err))
                     continue
                 reason = f"systemStrategy.schedFeatures.{feature} {str(on).lower()}"
                 ctx.record(Action(ctx.now, NAME, "sched_features", str(path), token, reason))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from koordapi import features, keys
 from koordapi.nodeslo import CPU_POLICY_CORE_SCHED
 from koordapi.qos import KubeQoS, QoSClass
-from runtimehooks.patch import ContainerPatch, CoreSchedGroup
+from runtimehooks.patch import ContainerPatch, CoreSchedGroup, PodPatch
 from runtimehooks.registry import Hook
 from runtimehooks.request import ContainerRequest, PodRequest, Stage
 from runtimehooks.rules import Rules
@@ -66,9 +66,19 @@ def container(req: ContainerRequest, rules: Rules, stage: Stage) -> ContainerPat
     return None if found is None else ContainerPatch(core_sched=found)
 
 
+def kube_qos(kube: KubeQoS, rules: Rules, stage: Stage) -> PodPatch | None:
+    """cpu.idle of a kube-QoS directory, where the kernel has it; never on the kubepods root
+    (Guaranteed), where it would idle every pod."""
+    idle = kube_qos_idle(rules)
+    if idle is None or not rules.kernel.cpu_idle or kube is KubeQoS.GUARANTEED:
+        return None
+    return PodPatch(cpu_idle=idle[kube])
+
+
 HOOK = Hook(
     name="CoreSched",
     gate=features.CORE_SCHED,
-    stages=frozenset({Stage.RECONCILE_CONTAINER}),
+    stages=frozenset({Stage.RECONCILE_CONTAINER, Stage.RECONCILE_KUBE_QOS}),
     container=container,
+    kube_qos=kube_qos,
 )

@@ -84,9 +84,20 @@ def pod(req: PodRequest, rules: Rules, stage: Stage) -> PodPatch | None:
     return None if value is None else to_patch(value, rules)
 
 
+def kube_qos(kube: KubeQoS, rules: Rules, stage: Stage) -> PodPatch | None:
+    """A kube-QoS directory's value; cpu.idle never on the kubepods root (Guaranteed), where it
+    would idle every pod."""
+    values = kube_qos_values(rules)
+    patch = None if values is None else to_patch(values[kube], rules)
+    if patch is not None and patch.cpu_idle is not None and kube is KubeQoS.GUARANTEED:
+        return None
+    return patch
+
+
 HOOK = Hook(
     name="GroupIdentity",
     gate=features.GROUP_IDENTITY,
-    stages=frozenset({Stage.PRE_RUN_POD_SANDBOX, Stage.RECONCILE_POD}),
+    stages=frozenset({Stage.PRE_RUN_POD_SANDBOX, Stage.RECONCILE_POD, Stage.RECONCILE_KUBE_QOS}),
     pod=pod,
+    kube_qos=kube_qos,
 )

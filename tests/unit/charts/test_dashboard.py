@@ -12,10 +12,11 @@ from prometheus_client import Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 
 from koordlet.collectors.base import CollectorRunner
+from koordlet.healthseries import HealthCollector
 from koordlet.inspect.exposition import SchedLatencyExposition
 from koordlet.koordseries import KoordinatorSeries, Sources
 from koordlet.metriccache import MetricCache
-from koordlet.metrics import MILLISECOND_HISTOGRAMS, HealthCollector, KoordletMetrics
+from koordlet.metrics import MILLISECOND_HISTOGRAMS, KoordletMetrics
 from koordlet.states.pods import PodStore
 from koordlet.states.unsupported import UnsupportedFieldsReport
 from runtimehooks.rules import Rules

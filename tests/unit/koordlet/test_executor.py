@@ -178,8 +178,8 @@ class RecordingExecutor(Executor):
         super().__init__(root, **options)
         self.order: list[str] = []
 
-    def _do_write(self, write: CgroupWrite) -> WriteResult:
-        result = super()._do_write(write)
+    def _do_write(self, write: CgroupWrite, cacheable: bool) -> WriteResult:
+        result = super()._do_write(write, cacheable)
         if result.status is Status.APPLIED:
             self.order.append(f"{write.cgroup}:{write.resource}={write.value}")
         return result
@@ -230,17 +230,38 @@ def test_force_update_window_trusts_what_was_written_or_seen(tmp_path: Path) -> 
     ex = RecordingExecutor(root, force_update_seconds=60, clock=lambda: now[0])
     quota = root / "cpu" / CTR / "cpu.cfs_quota_us"
 
-    assert ex.apply([CgroupWrite(CTR, "cpu.cfs_quota_us", 50000)])[0].status is Status.APPLIED
+    def cached(value: int) -> WriteResult:
+        return ex.apply([CgroupWrite(CTR, "cpu.cfs_quota_us", value)], cacheable=True)[0]
+
+    assert cached(50000).status is Status.APPLIED
     quota.write_text("70000\n")  # changed behind koordlet's back
     now[0] = 59.0
-    (cached,) = ex.apply([CgroupWrite(CTR, "cpu.cfs_quota_us", 50000)])
-    assert (cached.status, cached.detail) == (Status.UNCHANGED, "written or seen recently")
+    trusted = cached(50000)
+    assert (trusted.status, trusted.detail) == (Status.UNCHANGED, "written or seen recently")
     assert read(root, "cpu", CTR, "cpu.cfs_quota_us") == "70000"  # not looked at yet
     now[0] = 61.0  # the window is over: read, compare, put it back
-    assert ex.apply([CgroupWrite(CTR, "cpu.cfs_quota_us", 50000)])[0].status is Status.APPLIED
+    assert cached(50000).status is Status.APPLIED
     assert read(root, "cpu", CTR, "cpu.cfs_quota_us") == "50000"
     # A different value is never served from the window.
-    assert ex.apply([CgroupWrite(CTR, "cpu.cfs_quota_us", 60000)])[0].status is Status.APPLIED
+    assert cached(60000).status is Status.APPLIED
+
+
+def test_one_cache_trusted_only_by_cacheable_writes(tmp_path: Path) -> None:
+    """koordlet's one executor: the reconciler's writes (not cacheable) always read the file,
+    and what they write is trusted by the QoS manager's cacheable writes."""
+    root = v1_tree(tmp_path)
+    now = [0.0]
+    ex = Executor(root, force_update_seconds=60, clock=lambda: now[0])
+    quota = root / "cpu" / CTR / "cpu.cfs_quota_us"
+    write = CgroupWrite(CTR, "cpu.cfs_quota_us", 43000)
+
+    assert ex.apply([write])[0].status is Status.APPLIED  # the reconciler
+    quota.write_text("71000\n")  # changed behind koordlet's back
+    now[0] = 13.0
+    assert ex.apply([write], cacheable=True)[0].status is Status.UNCHANGED  # trusted
+    assert read(root, "cpu", CTR, "cpu.cfs_quota_us") == "71000"
+    assert ex.apply([write])[0].status is Status.APPLIED  # the reconciler reads: put back
+    assert read(root, "cpu", CTR, "cpu.cfs_quota_us") == "43000"
 
 
 def test_a_trusted_read_serves_what_was_written_or_seen_within_the_window(

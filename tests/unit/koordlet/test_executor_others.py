@@ -9,7 +9,8 @@ import pytest
 
 from koordlet.executor import procfs
 from koordlet.executor.resctrl import Resctrl, ResctrlError
-from koordlet.nri.translate import container_writes, to_adjustment, to_update
+from koordlet.hookresults import container_writes
+from koordlet.nri.translate import to_adjustment, to_update
 from runtimehooks.patch import ContainerPatch
 from runtimehooks.rules import KernelFeatures
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from koordapi import features, keys
 from koordapi.features import FeatureGates
 from koordapi.nodeslo import NodeSLOSpec
+from koordapi.qos import KubeQoS
 from koordlet.applying import Applier
 from koordlet.executor import Executor
 from koordlet.executor.resctrl import Resctrl
@@ -16,6 +17,9 @@ from koordlet.metrics import KoordletMetrics
 from koordlet.reconciling import Reconciler
 from koordlet.states.pods import PodStore
 from runtimehooks import HOOKS
+from runtimehooks.patch import PodPatch
+from runtimehooks.registry import Hook
+from runtimehooks.request import Stage
 from runtimehooks.rules import KernelFeatures, NodeState, Rules
 from tests.unit.koordlet.nri.test_hooks import POD_DIR, be_pod, cgroup_tree, container
 
@@ -104,4 +108,41 @@ def test_the_kube_qos_dirs_written_are_below_the_cgroup_kube_dir(tmp_path: Path)
         "koordk8s/kubepods/burstable": "0",
         "kubepods/besteffort": "0",
         "kubepods/burstable": "0",
+    }
+
+
+def test_the_kube_qos_writes_come_from_the_hooks_kube_qos_stage(tmp_path: Path) -> None:
+    """Not a fixed list: a hook registered for the stage has its values written, on the
+    kernel's files only (no cpu.bvt_warp_ns here: nothing written there)."""
+    root = tmp_path / "cgroup"
+    for qos in ("", "/burstable", "/besteffort"):
+        (root / "cpu" / f"kubepods{qos}").mkdir(parents=True, exist_ok=True)
+        (root / "cpu" / f"kubepods{qos}" / "cpu.shares").write_text("1024\n")
+    shares = {KubeQoS.GUARANTEED: 3113, KubeQoS.BURSTABLE: 1187, KubeQoS.BESTEFFORT: 6}
+
+    def kube_shares(kube: KubeQoS, rules: Rules, stage: Stage) -> PodPatch | None:
+        return PodPatch(cpu_shares=shares[kube], cpu_bvt_warp_ns=-1)
+
+    hook = Hook(
+        "KubeShares", features.BATCH_RESOURCE, frozenset({Stage.RECONCILE_KUBE_QOS}),
+        kube_qos=kube_shares,
+    )  # fmt: skip
+    rules = Rules(gates=FeatureGates(), kernel=KernelFeatures())
+    reconciler = Reconciler(
+        hooks=[hook],
+        rules=lambda: rules,
+        pods=PodStore("cgroupfs", root),
+        applier=Applier(Executor(root), Resctrl(tmp_path / "resctrl"), proc_root=tmp_path),
+        metrics=KoordletMetrics("n1"),
+        interval=10,
+    )
+    reconciler.reconcile_kube_qos(rules)
+    written = {
+        path.parent.relative_to(root / "cpu").as_posix(): path.read_text().strip()
+        for path in sorted((root / "cpu").rglob("cpu.*"))
+    }
+    assert written == {
+        "kubepods": "3113",
+        "kubepods/besteffort": "6",
+        "kubepods/burstable": "1187",
     }

@@ -10,7 +10,7 @@ from koordapi import features, keys
 from koordapi.nodeslo import NodeSLOSpec
 from koordapi.qos import KubeQoS, QoSClass
 from runtimehooks.hooks import coresched
-from runtimehooks.patch import ContainerPatch, CoreSchedGroup
+from runtimehooks.patch import ContainerPatch, CoreSchedGroup, PodPatch
 from runtimehooks.request import PodRequest, Stage
 from runtimehooks.rules import KernelFeatures, Rules
 from tests.unit.runtimehooks.builders import (
@@ -143,10 +143,20 @@ def test_kernel_without_core_scheduling_gets_no_patch() -> None:
     assert coresched.container(container(pod("LS")), rules, STAGE) is None
 
 
-def test_hook_runs_only_in_the_container_reconciler() -> None:
+def test_hook_runs_in_the_container_and_kube_qos_reconcilers() -> None:
     hook = coresched.HOOK
     assert (hook.name, hook.gate) == ("CoreSched", features.CORE_SCHED)
-    assert hook.stages == {Stage.RECONCILE_CONTAINER}
+    assert hook.stages == {Stage.RECONCILE_CONTAINER, Stage.RECONCILE_KUBE_QOS}
+
+
+def test_kube_qos_stage_idles_the_besteffort_dir_never_the_kubepods_root() -> None:
+    idle_kernel = Rules(slo=CASE_28, kernel=KernelFeatures(cpu_idle=True))
+    stage = Stage.RECONCILE_KUBE_QOS
+    assert coresched.kube_qos(KubeQoS.BESTEFFORT, idle_kernel, stage) == PodPatch(cpu_idle=1)
+    assert coresched.kube_qos(KubeQoS.BURSTABLE, idle_kernel, stage) == PodPatch(cpu_idle=0)
+    assert coresched.kube_qos(KubeQoS.GUARANTEED, idle_kernel, stage) is None
+    # a kernel without cpu.idle has nothing to set
+    assert coresched.kube_qos(KubeQoS.BESTEFFORT, Rules(slo=CASE_28), stage) is None
 
 
 def test_be_pods_without_a_group_label_share_the_default_group() -> None:

@@ -243,5 +243,19 @@ def test_malformed_cpu_qos_annotation_on_ls_pod_raises() -> None:
 def test_hook_registers_pod_stages_under_its_koordinator_name() -> None:
     hook = groupidentity.HOOK
     assert (hook.name, hook.gate) == ("GroupIdentity", features.GROUP_IDENTITY)
-    assert hook.stages == {Stage.PRE_RUN_POD_SANDBOX, Stage.RECONCILE_POD}
+    assert hook.stages == {Stage.PRE_RUN_POD_SANDBOX, Stage.RECONCILE_POD, Stage.RECONCILE_KUBE_QOS}
     assert hook.container is None
+
+
+def test_kube_qos_stage_gives_bvt_to_every_dir_and_cpu_idle_below_the_root() -> None:
+    stage = Stage.RECONCILE_KUBE_QOS
+    bvt, idle = Rules(slo=ENABLED, kernel=BVT), Rules(slo=ENABLED, kernel=CPU_IDLE)
+    assert [groupidentity.kube_qos(k, bvt, stage) for k in KubeQoS] == [
+        PodPatch(cpu_bvt_warp_ns=v) for v in (0, 2, -1)
+    ]
+    # on cpu.idle, Guaranteed is the kubepods root: idling it would idle every pod
+    assert [groupidentity.kube_qos(k, idle, stage) for k in KubeQoS] == [
+        None,
+        PodPatch(cpu_idle=0),
+        PodPatch(cpu_idle=1),
+    ]

@@ -7,13 +7,16 @@ import pytest
 from koordapi import features, keys
 from koordapi.errors import AnnotationError
 from koordapi.features import FeatureGates
+from koordapi.qos import KubeQoS
 from runtimehooks import HOOKS
 from runtimehooks.patch import ContainerPatch, Device, Mount, PodPatch, ResctrlGroup, merge
 from runtimehooks.registry import (
     FailurePolicy,
     Hook,
+    KubeQoSFn,
     ordered,
     run_container_stage,
+    run_kube_qos_stage,
     run_pod_stage,
 )
 from runtimehooks.request import ContainerRequest, PodRequest, Stage
@@ -203,3 +206,51 @@ def test_merge_replaces_scalars_updates_maps_and_extends_tuples() -> None:
 def test_empty_container_patch_reports_empty() -> None:
     assert ContainerPatch().is_empty()
     assert not ContainerPatch(cpuset_cpus="").is_empty()
+
+
+# -- the kube-QoS stage --------------------------------------------------------------------
+
+
+def warp(value: int, fail: KubeQoS | None = None) -> KubeQoSFn:
+    def fn(kube: KubeQoS, rules: Rules, stage: Stage) -> PodPatch | None:
+        if kube is fail:
+            raise ValueError(f"no value for {kube.value}")
+        return None if kube is KubeQoS.GUARANTEED else PodPatch(cpu_bvt_warp_ns=value)
+
+    return fn
+
+
+def test_the_kube_qos_stage_runs_its_hooks_in_name_order_and_ignores_a_failure() -> None:
+    hooks = [
+        Hook(
+            "Zeta",
+            features.GROUP_IDENTITY,
+            frozenset({Stage.RECONCILE_KUBE_QOS}),
+            kube_qos=warp(-1),
+        ),
+        Hook(
+            "Alpha",
+            features.CORE_SCHED,
+            frozenset({Stage.RECONCILE_KUBE_QOS}),
+            kube_qos=warp(2, fail=KubeQoS.BURSTABLE),
+        ),
+        # registered for pods only: not run at this stage
+        Hook("Beta", features.BATCH_RESOURCE, frozenset({Stage.RECONCILE_POD}), kube_qos=warp(7)),
+        Hook("Gamma", features.RESCTRL, frozenset({Stage.RECONCILE_KUBE_QOS}), kube_qos=warp(9)),
+    ]
+    on = (features.GROUP_IDENTITY, features.CORE_SCHED, features.BATCH_RESOURCE)
+    rules = Rules(gates=FeatureGates({**dict.fromkeys(on, True), features.RESCTRL: False}))
+
+    besteffort = run_kube_qos_stage(hooks, KubeQoS.BESTEFFORT, rules)
+    burstable = run_kube_qos_stage(hooks, KubeQoS.BURSTABLE, rules)
+
+    assert besteffort.patch.cpu_bvt_warp_ns == -1  # Alpha's 2, then Zeta's -1
+    assert list(besteffort.timings) == ["Alpha", "Zeta"]
+    assert [f.hook for f in burstable.failures] == ["Alpha"]
+    assert burstable.patch.cpu_bvt_warp_ns == -1 and not burstable.aborted
+    assert run_kube_qos_stage(hooks, KubeQoS.GUARANTEED, rules).patch == PodPatch()
+
+
+def test_koordinators_kube_qos_hooks_are_group_identity_and_core_sched() -> None:
+    kube_qos = ordered(HOOKS, Rules(gates=ALL_GATES), Stage.RECONCILE_KUBE_QOS)
+    assert [h.name for h in kube_qos] == ["CoreSched", "GroupIdentity"]

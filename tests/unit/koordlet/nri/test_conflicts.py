@@ -270,8 +270,10 @@ def count(metrics: KoordletMetrics, resource: str) -> float | None:
     )
 
 
-def test_the_counter_starts_at_zero_for_every_resource() -> None:
+def test_the_counter_starts_at_zero_for_every_resource(tmp_path: Path) -> None:
     metrics = KoordletMetrics("n1")
+    assert count(metrics, RESOURCES[0]) is None  # the tracker makes them
+    ConflictTracker(Executor(tmp_path), metrics)
     assert [count(metrics, r) for r in RESOURCES] == [0.0] * 4
 
 
