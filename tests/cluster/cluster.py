@@ -18,6 +18,11 @@ The namespace has the node's address on a dummy link, the pods' bridge, and loop
 is routed out of it. The harness and tests reach the API server from a thread that entered the
 namespace (``Cluster.api``) or with ``kubectl`` run inside it (``Cluster.kubectl``).
 
+``Cluster.start(node=False)`` runs only what scheduling needs: etcd, kube-apiserver and
+kube-scheduler, no controller manager, proxy, DNS, containerd or kubelet; the caller makes the
+Node objects (benchmarks/kube_scheduler_extender.py, with 1,000 kubelet-less nodes). It touches
+nothing of the machine's own (no NRI socket, no /var/lib/koordlet), so it takes no START_LOCK.
+
 Every file is under one temporary folder; teardown stops every process it started (by pid),
 removes the pods containerd still has through CRI, releases the kubelet's mounts, removes the
 cgroups under the kubelet's root, the namespaces and the folder, and returns what it could not
@@ -223,19 +228,24 @@ class Cluster:
     # -- start ------------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, binary: Path | None = None, timeout: float = 180.0) -> Cluster:
-        """Bring a cluster up: everything above running and the node Ready."""
+    def start(
+        cls, binary: Path | None = None, timeout: float = 180.0, node: bool = True
+    ) -> Cluster:
+        """Bring a cluster up: everything above running and the node Ready; with ``node``
+        false, the control plane for scheduling alone (see the module docstring)."""
         binary = binary or kubebuild.ensure()
-        lock = os.open(START_LOCK, os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log.info("cluster: waiting for the other cluster on this machine (%s)", START_LOCK)
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        lock = None
+        if node:
+            lock = os.open(START_LOCK, os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                log.info("cluster: waiting for the other cluster on this machine (%s)", START_LOCK)
+                fcntl.flock(lock, fcntl.LOCK_EX)
         base = Path(tempfile.mkdtemp(prefix="koord-k8s-", dir="/tmp"))
         cluster = cls(base=base, binary=binary, netns=f"koordk8s-{base.name[-8:]}", _lock=lock)
         try:
-            cluster._start(timeout)
+            cluster._start(timeout, node)
         except BaseException:
             problems = cluster.teardown()
             if problems:
@@ -243,9 +253,9 @@ class Cluster:
             raise
         return cluster
 
-    def _start(self, timeout: float) -> None:
+    def _start(self, timeout: float, node: bool = True) -> None:
         started = time.monotonic()
-        self.made_koordlet_dir = not KOORDLET_DIR.exists()
+        self.made_koordlet_dir = node and not KOORDLET_DIR.exists()
         self._namespaces()
         self._pki()
         self._spawn("etcd", [
@@ -259,13 +269,13 @@ class Cluster:
         ])  # fmt: skip
         self._spawn("kube-apiserver", self._apiserver_args())
         self._wait("the API server's /readyz", lambda: self.get("/readyz") == "ok", timeout)
+        if not node:
+            self._spawn("kube-scheduler", self._scheduler_args())
+            log.info("cluster: control plane up in %.0f s (%s)", time.monotonic() - started,
+                     self.base)  # fmt: skip
+            return
         self._spawn("kube-controller-manager", self._controller_manager_args())
-        self._spawn("kube-scheduler", [
-            "kube-scheduler", f"--kubeconfig={self.config_path('kube-scheduler')}",
-            f"--authentication-kubeconfig={self.config_path('kube-scheduler')}",
-            f"--authorization-kubeconfig={self.config_path('kube-scheduler')}",
-            "--leader-elect=false", "--bind-address=127.0.0.1", "--v=1",
-        ])  # fmt: skip
+        self._spawn("kube-scheduler", self._scheduler_args())
         self._spawn("kube-proxy", ["kube-proxy", f"--config={self._kube_proxy_config()}"])
         self.apply(COREDNS_RBAC)
         self._spawn(
@@ -382,6 +392,32 @@ class Cluster:
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--leader-elect=false", "--bind-address=127.0.0.1", "--v=1",
         ]  # fmt: skip
+
+    def _scheduler_args(self, *extra: str) -> list[str]:
+        config = self.config_path("kube-scheduler")
+        return [
+            "kube-scheduler", f"--kubeconfig={config}",
+            f"--authentication-kubeconfig={config}", f"--authorization-kubeconfig={config}",
+            "--leader-elect=false", "--bind-address=127.0.0.1", "--v=1", *extra,
+        ]  # fmt: skip
+
+    def restart_scheduler(self, *extra: str, timeout: float = 60.0) -> None:
+        """Stop kube-scheduler and start it again with ``extra`` flags after its own (a
+        ``--config`` file, say); return once its /healthz answers."""
+        for old in [p for p in self.processes if p.name == "kube-scheduler"]:
+            old.stop()
+            self.processes.remove(old)
+        self._spawn("kube-scheduler", self._scheduler_args(*extra))
+
+        def healthy() -> bool:
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE  # its own self-signed serving certificate
+            url = "https://127.0.0.1:10259/healthz"
+            with urllib.request.urlopen(url, context=context, timeout=5) as r:
+                return bool(r.read() == b"ok")
+
+        self._wait("kube-scheduler's /healthz", lambda: self.in_netns(healthy), timeout)
 
     def _kube_proxy_config(self) -> Path:
         path = self.base / "kube-proxy.yaml"
@@ -583,10 +619,12 @@ class Cluster:
     def in_netns(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on a thread inside the cluster's network namespace."""
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, initializer=self._enter_netns)
+            self._pool = ThreadPoolExecutor(1, initializer=self.enter_netns)
         return self._pool.submit(fn).result()
 
-    def _enter_netns(self) -> None:
+    def enter_netns(self) -> None:
+        """Move the calling thread into the cluster's network namespace (for a thread pool's
+        initializer: each of its threads may then dial the API server)."""
         libc = ctypes.CDLL(None, use_errno=True)
         fd = os.open(self.netns_path, os.O_RDONLY)
         try:
