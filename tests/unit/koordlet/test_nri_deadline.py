@@ -21,14 +21,13 @@ from typing import Any
 
 from koordapi import keys
 from koordapi.features import FeatureGates
-from koordlet.config import Config
 from koordlet.daemon import Koordlet
 from koordlet.qosmanager.framework import Context
 from koordlet.states.pods import KnownPod
 from nri_plugin import api
 from nri_plugin.testing import FakeRuntime
 from runtimehooks.rules import Rules
-from tests.unit.koordlet.test_whole_koordlet import be_pod, fake_tree
+from tests.unit.koordlet.test_whole_koordlet import be_pod, fake_tree, standalone_config
 
 PODS = 5000
 REQUEST_TIMEOUT = 1.0  # containerd's is 2 s; the stub's budget is a quarter of it
@@ -87,20 +86,7 @@ def test_create_container_is_answered_in_time_during_a_5000_pod_pass_and_a_slow_
     cgroup = tmp_path / "cgroup"
     fake_tree(cgroup)
     pods, containers = synced_pods(cgroup)
-    (tmp_path / "run" / "nri").mkdir(parents=True)
-    (tmp_path / "nodeslo.yaml").write_text("")
-    config = Config(
-        node_name="unit-node",
-        cgroup_root=cgroup,
-        cgroup_driver="cgroupfs",
-        var_run_root=tmp_path / "run",
-        resctrl_root=tmp_path / "sys" / "resctrl",
-        node_slo_file=tmp_path / "nodeslo.yaml",
-        metrics_addr="",
-        tsdb_path=None,
-        node_metric_file=None,
-        feature_gates=FeatureGates.parse("SchedLatencyCollector=false"),
-    )
+    config = standalone_config(tmp_path)
     daemon = Koordlet(config)
     strategy = SlowStrategy()
     daemon.qos.strategies.append(strategy)

@@ -46,6 +46,27 @@ def fake_tree(root: Path) -> None:
                 (folder / name).write_text(value + "\n")
 
 
+def standalone_config(folder: Path) -> Config:
+    """koordlet standalone on ``folder``: the cgroup tree in cgroup/, the NRI socket under run/,
+    an empty NodeSLO file, no resctrl, no metrics server, no metric cache file."""
+    (folder / "run" / "nri").mkdir(parents=True)
+    (folder / "sys").mkdir()  # no resctrl in it
+    (folder / "nodeslo.yaml").write_text("")
+    return Config(
+        node_name="unit-node",
+        cgroup_root=folder / "cgroup",
+        cgroup_driver="cgroupfs",
+        var_run_root=folder / "run",
+        resctrl_root=folder / "sys" / "resctrl",
+        node_slo_file=folder / "nodeslo.yaml",
+        metrics_addr="",
+        tsdb_path=None,
+        node_metric_file=None,
+        # the eBPF collector would compile and attach probes: not a unit test's business
+        feature_gates=FeatureGates.parse("SchedLatencyCollector=false"),
+    )
+
+
 def be_pod() -> tuple[api.PodSandbox, api.Container]:
     pod = api.PodSandbox(id="sandbox-1", name="batch", uid=UID, namespace="jobs")
     pod.labels[keys.LABEL_QOS_CLASS] = "BE"
@@ -69,22 +90,7 @@ def test_the_whole_koordlet_applies_batch_values_over_nri_and_stops_on_sigterm(
 ) -> None:
     cgroup = tmp_path / "cgroup"
     fake_tree(cgroup)
-    (tmp_path / "run" / "nri").mkdir(parents=True)
-    (tmp_path / "sys").mkdir()  # no resctrl in it
-    (tmp_path / "nodeslo.yaml").write_text("")
-    config = Config(
-        node_name="unit-node",
-        cgroup_root=cgroup,
-        cgroup_driver="cgroupfs",
-        var_run_root=tmp_path / "run",
-        resctrl_root=tmp_path / "sys" / "resctrl",
-        node_slo_file=tmp_path / "nodeslo.yaml",
-        metrics_addr="",
-        tsdb_path=None,
-        node_metric_file=None,
-        # the eBPF collector would compile and attach probes: not a unit test's business
-        feature_gates=FeatureGates.parse("SchedLatencyCollector=false"),
-    )
+    config = standalone_config(tmp_path)
     pod, container = be_pod()
 
     async def scenario() -> tuple[api.CreateContainerResponse, bool]:
