@@ -38,6 +38,7 @@ import datetime as dt
 import http.client
 import json
 import math
+import os
 import re
 import shutil
 import ssl
@@ -463,6 +464,22 @@ def scheduler_metrics(api: Api) -> str:
     return cast(str, api.run(get))
 
 
+def cpu_seconds(cluster: Cluster) -> dict[str, float]:
+    """CPU time (user + system) so far of each component process and of this benchmark (the
+    pod creator and watcher): on 2 CPUs, who takes them decides the throughput."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for p in cluster.processes:
+        try:
+            fields = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[p.name] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    times = os.times()
+    out["benchmark"] = times.user + times.system
+    return out
+
+
 def ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 1)
 
@@ -475,6 +492,7 @@ def run(api: Api, label: str, namespace: str, count: int, timeout: float) -> dic
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
     api.run(lambda: api.call("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", account))
     watcher = Watcher(api.cluster, api, namespace).start()
+    cpu_before = cpu_seconds(api.cluster)
     pods = [pod(namespace, i) for i in range(count)]
     path = f"/api/v1/namespaces/{namespace}/pods"
     failed: list[str] = []
@@ -498,6 +516,7 @@ def run(api: Api, label: str, namespace: str, count: int, timeout: float) -> dic
     watcher.stop()
     bound = dict(watcher.bound)
     last = max(bound.values(), default=started)
+    cpu_after = cpu_seconds(api.cluster)
     text = scheduler_metrics(api)
     attempts = histogram(text, ATTEMPT, {"result": "scheduled"})
     sli = histogram(text, SLI, {})
@@ -519,6 +538,8 @@ def run(api: Api, label: str, namespace: str, count: int, timeout: float) -> dic
         "p99_ms": ms(quantile(0.99, attempts)),
         "sli_p99_ms": ms(quantile(0.99, sli)),
         "attempts_not_scheduled": unschedulable,
+        # from the first create to the last bind seen, per component
+        "cpu_s": {k: round(v - cpu_before.get(k, 0.0), 1) for k, v in cpu_after.items()},
     }
 
 
