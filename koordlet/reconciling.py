@@ -38,13 +38,6 @@ from runtimehooks.rules import Rules
 log = logging.getLogger(__name__)
 
 
-def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
-
-
 class Reconciler:
     def __init__(
         self,
@@ -72,11 +65,10 @@ class Reconciler:
     def wake(self) -> None:
         """Run a pass now (after a Synchronize, or when the node config changed). Safe from
         any thread: the NRI handlers run in the stub's handler thread."""
-        loop = self._loop
-        if loop is None or _on_loop(loop):
+        if self._loop is None:  # not running yet: the first pass comes anyway
             self._wake.set()
         else:
-            loop.call_soon_threadsafe(self._wake.set)
+            self._loop.call_soon_threadsafe(self._wake.set)
 
     async def run(self) -> None:
         self._loop = asyncio.get_running_loop()

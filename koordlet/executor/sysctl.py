@@ -11,18 +11,14 @@ from pathlib import Path
 
 
 class SettingError(Exception):
-    """The file cannot be read or written; ``missing``: this kernel does not have it."""
-
-    def __init__(self, message: str, *, missing: bool = False) -> None:
-        super().__init__(message)
-        self.missing = missing
+    """The file cannot be read or written (or this kernel does not have it)."""
 
 
 def read_setting(path: Path) -> str:
     try:
         return path.read_text()
     except FileNotFoundError as err:
-        raise SettingError(f"not on this kernel: {path}", missing=True) from err
+        raise SettingError(f"not on this kernel: {path}") from err
     except OSError as err:
         raise SettingError(f"cannot read {path}: {err.strerror}") from err
 
