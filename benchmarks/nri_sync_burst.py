@@ -25,52 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from koordapi import keys
 from koordlet.config import Config
 from koordlet.daemon import Koordlet
 from nri_plugin import api
 from nri_plugin.testing import FakeRuntime
-from tests.unit.koordlet.test_whole_koordlet import standalone_config
-
-BATCH_SPEC = json.dumps(
-    {
-        "containers": {
-            "main": {
-                "requests": {keys.BATCH_CPU: "700", keys.BATCH_MEMORY: str(300 << 20)},
-                "limits": {keys.BATCH_CPU: "1300", keys.BATCH_MEMORY: str(700 << 20)},
-            }
-        }
-    }
-)
-FILES = {
-    "cpu": {"cpu.shares": "2", "cpu.cfs_quota_us": "-1", "cpu.cfs_period_us": "100000"},
-    "memory": {"memory.limit_in_bytes": "9223372036854771712"},
-}
-
-
-def make_node(root: Path, count: int) -> tuple[list[api.PodSandbox], list[api.Container]]:
-    pods, containers = [], []
-    for i in range(count + 1):  # the last one is created after the Synchronize
-        uid = f"b0b0b0b0-0000-4000-8000-{i:012d}"
-        qos = "besteffort" if i % 2 == 0 else "burstable"
-        folder = f"kubepods/{qos}/pod{uid}"
-        for controller, files in FILES.items():
-            for sub in (folder, f"{folder}/c{i}"):
-                (root / controller / sub).mkdir(parents=True, exist_ok=True)
-                for name, value in files.items():
-                    (root / controller / sub / name).write_text(value + "\n")
-        pod = api.PodSandbox(id=f"sandbox-{i}", name=f"p{i}", uid=uid, namespace="bench")
-        pod.labels[keys.LABEL_QOS_CLASS] = "BE" if i % 2 == 0 else "LS"
-        if i % 2 == 0:
-            pod.annotations[keys.ANNOTATION_EXTENDED_RESOURCE_SPEC] = BATCH_SPEC
-        pod.linux.cgroup_parent = "/" + folder
-        container = api.Container(
-            id=f"c{i}", pod_sandbox_id=pod.id, name="main", state=api.CONTAINER_RUNNING
-        )
-        container.linux.cgroups_path = f"/{folder}/c{i}"
-        pods.append(pod)
-        containers.append(container)
-    return pods, containers
+from tests.unit.koordlet.test_whole_koordlet import node_of_pods, standalone_config
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -129,7 +88,8 @@ def main() -> int:
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="nri-sync-burst-"))
-    pods, containers = make_node(tmp / "cgroup", args.pods)
+    # the last one is created after the Synchronize
+    pods, containers = node_of_pods(tmp / "cgroup", args.pods + 1)
     late_pod, late_container = pods.pop(), containers.pop()
     config = standalone_config(tmp)
     daemon = Koordlet(config)

@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from koordapi import keys
 from koordapi.features import FeatureGates
 from koordlet.daemon import Koordlet
 from koordlet.qosmanager.framework import Context
@@ -27,33 +26,15 @@ from koordlet.states.pods import KnownPod
 from nri_plugin import api
 from nri_plugin.testing import FakeRuntime
 from runtimehooks.rules import Rules
-from tests.unit.koordlet.test_whole_koordlet import be_pod, fake_tree, standalone_config
+from tests.unit.koordlet.test_whole_koordlet import (
+    be_pod,
+    fake_tree,
+    node_of_pods,
+    standalone_config,
+)
 
 PODS = 5000
 REQUEST_TIMEOUT = 1.0  # containerd's is 2 s; the stub's budget is a quarter of it
-
-
-def synced_pods(cgroup: Path) -> tuple[list[api.PodSandbox], list[api.Container]]:
-    pods, containers = [], []
-    for i in range(PODS):
-        uid = f"5ee0a000-0000-4000-8000-{i:012d}"
-        folder = f"kubepods/burstable/pod{uid}"
-        for controller, name, value in (
-            ("cpu", "cpu.shares", "2"),
-            ("memory", "memory.limit_in_bytes", "-1"),
-        ):
-            (cgroup / controller / folder / "c").mkdir(parents=True)
-            (cgroup / controller / folder / name).write_text(value + "\n")
-        pod = api.PodSandbox(id=f"load-{i}", name=f"p{i}", uid=uid, namespace="load")
-        pod.labels[keys.LABEL_QOS_CLASS] = "LS"
-        pod.linux.cgroup_parent = "/" + folder
-        container = api.Container(
-            id=f"ctr-{i}", pod_sandbox_id=pod.id, name="main", state=api.CONTAINER_RUNNING
-        )
-        container.linux.cgroups_path = f"/{folder}/c"
-        pods.append(pod)
-        containers.append(container)
-    return pods, containers
 
 
 def spin_until(released: threading.Event) -> None:
@@ -85,7 +66,7 @@ def test_create_container_is_answered_in_time_during_a_5000_pod_pass_and_a_slow_
 ) -> None:
     cgroup = tmp_path / "cgroup"
     fake_tree(cgroup)
-    pods, containers = synced_pods(cgroup)
+    pods, containers = node_of_pods(cgroup, PODS, batch=False)
     config = standalone_config(tmp_path)
     daemon = Koordlet(config)
     strategy = SlowStrategy()

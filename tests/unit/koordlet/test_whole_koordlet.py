@@ -27,6 +27,17 @@ from nri_plugin.testing import FakeRuntime
 UID = "0f0e0d0c-1111-2222-3333-444455556666"
 POD_DIR = f"kubepods/besteffort/pod{UID}"
 MIB = 1 << 20
+# One container's batch resources: 716 shares and a 130000 quota, a 700 MiB limit
+BATCH_SPEC = json.dumps(
+    {
+        "containers": {
+            "main": {
+                "requests": {keys.BATCH_CPU: "700", keys.BATCH_MEMORY: str(300 * MIB)},
+                "limits": {keys.BATCH_CPU: "1300", keys.BATCH_MEMORY: str(700 * MIB)},
+            }
+        }
+    }
+)
 
 
 def fake_tree(root: Path) -> None:
@@ -44,6 +55,40 @@ def fake_tree(root: Path) -> None:
             folder.mkdir(parents=True, exist_ok=True)
             for name, value in files.items():
                 (folder / name).write_text(value + "\n")
+
+
+def node_of_pods(
+    root: Path, count: int, *, batch: bool = True
+) -> tuple[list[api.PodSandbox], list[api.Container]]:
+    """``count`` running pods of one container each under ``root`` (cgroup v1 folders with their
+    cpu and memory files): the odd ones LS, the even ones BE with BATCH_SPEC (LS too when not
+    ``batch``: no strategy then has BE pods to work on)."""
+    files = {
+        "cpu": {"cpu.shares": "2", "cpu.cfs_quota_us": "-1", "cpu.cfs_period_us": "100000"},
+        "memory": {"memory.limit_in_bytes": "9223372036854771712"},
+    }
+    pods, containers = [], []
+    for i in range(count):
+        be = batch and i % 2 == 0
+        uid = f"b0b0b0b0-0000-4000-8000-{i:012d}"
+        folder = f"kubepods/{'besteffort' if be else 'burstable'}/pod{uid}"
+        for controller, values in files.items():
+            for sub in (folder, f"{folder}/c{i}"):
+                (root / controller / sub).mkdir(parents=True, exist_ok=True)
+                for name, value in values.items():
+                    (root / controller / sub / name).write_text(value + "\n")
+        pod = api.PodSandbox(id=f"load-{i}", name=f"p{i}", uid=uid, namespace="load")
+        pod.labels[keys.LABEL_QOS_CLASS] = "BE" if be else "LS"
+        if be:
+            pod.annotations[keys.ANNOTATION_EXTENDED_RESOURCE_SPEC] = BATCH_SPEC
+        pod.linux.cgroup_parent = "/" + folder
+        container = api.Container(
+            id=f"c{i}", pod_sandbox_id=pod.id, name="main", state=api.CONTAINER_RUNNING
+        )
+        container.linux.cgroups_path = f"/{folder}/c{i}"
+        pods.append(pod)
+        containers.append(container)
+    return pods, containers
 
 
 def standalone_config(folder: Path) -> Config:
@@ -71,15 +116,7 @@ def be_pod() -> tuple[api.PodSandbox, api.Container]:
     pod = api.PodSandbox(id="sandbox-1", name="batch", uid=UID, namespace="jobs")
     pod.labels[keys.LABEL_QOS_CLASS] = "BE"
     pod.linux.cgroup_parent = "/" + POD_DIR
-    spec = {
-        "containers": {
-            "main": {
-                "requests": {keys.BATCH_CPU: "700", keys.BATCH_MEMORY: str(300 * MIB)},
-                "limits": {keys.BATCH_CPU: "1300", keys.BATCH_MEMORY: str(700 * MIB)},
-            }
-        }
-    }
-    pod.annotations[keys.ANNOTATION_EXTENDED_RESOURCE_SPEC] = json.dumps(spec)
+    pod.annotations[keys.ANNOTATION_EXTENDED_RESOURCE_SPEC] = BATCH_SPEC
     container = api.Container(id="c-1", pod_sandbox_id=pod.id, name="main")
     container.linux.cgroups_path = f"/{POD_DIR}/c-1"
     return pod, container
