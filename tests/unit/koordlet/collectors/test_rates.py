@@ -63,3 +63,16 @@ def test_retain_and_forget_drop_state() -> None:
     counters.forget(("cpu", "a"))
     assert len(counters) == 0
     assert counters.update(("cpu", "a"), 1.0, 5) is None  # a new series starts over
+
+
+@pytest.mark.parametrize("width", [1, 2, 3])
+def test_a_reset_of_any_one_counter_skips_whatever_the_number_of_counters(width: int) -> None:
+    counters: Counters[str] = Counters()
+    counters.update("t", 0.0, *[100] * width)
+    assert counters.update("t", 1.0, *[150] * width) == Delta((50,) * width, 1.0)
+    for reset in range(width):
+        values = [200] * width
+        values[reset] = 10
+        with pytest.raises(Skip):
+            counters.update("t", 2.0 + reset, *values)
+        counters.update("t", 2.5 + reset, *[1000] * width)  # a fresh baseline
