@@ -116,6 +116,12 @@ class Executor(CgroupReader):
             return None
         return hit
 
+    def fresh(self, cgroup: str, resource: str) -> tuple[object, float] | None:
+        """The (value, when) a cacheable write of this file is checked against now; None
+        when it would read the file. The same tuple again later means nothing wrote or saw
+        the file since (a caller may keep it to skip a write that would be "unchanged")."""
+        return self._fresh(cgroup, resource)
+
     def _trusted(self, write: CgroupWrite, wanted: object) -> bool:
         """The value was written or seen within the force-update window."""
         hit = self._fresh(write.cgroup, write.resource)

@@ -214,6 +214,12 @@ class CPUBurst:
         self._exported: dict[
             tuple[str, str], tuple[tuple[str, str, str, str], tuple[int, int]]
         ] = {}
+        # pod uid → (the pod, its config, the bursts in effect, the executor's cache entry of
+        # each burst written): see ``_cpu_burst``
+        self._bursts: dict[
+            str,
+            tuple[KnownPod, BurstConfig, dict[str, int], list[tuple[str, tuple[object, float]]]],
+        ] = {}
 
     def enabled(self, gates: FeatureGates) -> bool:
         return gates.enabled(NAME) and self.interval > 0
@@ -271,6 +277,9 @@ class CPUBurst:
                 scaled[(known.request.uid, cid)] = (bursts.get(cid, 0), quota)
         self._export(ctx, scaled)
         self.scaled = scaled
+        uids = {k.request.uid for k in ctx.pods}
+        for uid in self._bursts.keys() - uids:
+            del self._bursts[uid]
         live = {(k.request.uid, cid) for k in ctx.pods for cid in k.containers}
         for key, bucket in list(self.buckets.items()):
             if key not in live or ctx.now - bucket.updated > 2 * bucket.period:
@@ -284,8 +293,24 @@ class CPUBurst:
     def _cpu_burst(
         self, ctx: Context, known: KnownPod, cfg: BurstConfig, notes: dict[str, None]
     ) -> dict[str, int]:
-        """Writes cpu.cfs_burst_us of the containers, then of the pod; the values in effect."""
+        """Writes cpu.cfs_burst_us of the containers, then of the pod; the values in effect.
+
+        Every second for every pod, and almost always the same values: when the pod (the
+        same object: the pod store replaces it when anything of it changes) and its config
+        are those of a run whose writes all took, and the executor still holds each of those
+        writes' entries unchanged (within its force-update window, nothing wrote or saw the
+        file since), every write would be answered "unchanged" from that cache without
+        touching the file: the run's values are given again without asking. A pod whose burst
+        was capped by a read of its quota is always done in full."""
         pod = known.request
+        hit = self._bursts.get(pod.uid)
+        if (
+            hit is not None
+            and hit[0] is known
+            and hit[1] == cfg
+            and all(self.executor.fresh(cg, BURST) is entry for cg, entry in hit[3])
+        ):
+            return hit[2]
         writes: list[tuple[CgroupWrite, str, str]] = []  # (write, container id, reason)
         total = 0
         for cid, ctr in known.containers.items():
@@ -311,12 +336,14 @@ class CPUBurst:
         pod_why = f"cpu burst: sum of {len(writes)} containers = {total}us"
         # The same kernel rule: no burst without a quota, none above it. A pod with no burst
         # to give needs no read of its quota (this runs for every pod every second).
-        pod_quota = self.executor.read(pod.cgroup_dir, QUOTA) if total > 0 else None
+        read_quota = total > 0
+        pod_quota = self.executor.read(pod.cgroup_dir, QUOTA) if read_quota else None
         if isinstance(pod_quota, int) and (pod_quota < 0 or total > pod_quota):
             total = max(pod_quota, 0)
             pod_why += f", capped at the pod's quota: {total}us"
         writes.append((CgroupWrite(pod.cgroup_dir, BURST, total), "", pod_why))
         in_effect: dict[str, int] = {}
+        took = True
         for write, cid, why in writes:
             (result,) = self.executor.apply([write], cacheable=True)
             if result.status is Status.UNSUPPORTED:
@@ -324,8 +351,18 @@ class CPUBurst:
                 return {}  # the same kernel for every cgroup: stop asking
             if result.status in (Status.APPLIED, Status.UNCHANGED) and cid:
                 in_effect[cid] = int(write.value)
+            took = took and result.status in (Status.APPLIED, Status.UNCHANGED)
             if result.status is Status.APPLIED:
                 _record(ctx, write, why, pod.uid, percent=cfg.cpu_burst_percent)
+        self._bursts.pop(pod.uid, None)
+        if took and not read_quota:
+            entries = []
+            for write, _, _ in writes:
+                entry = self.executor.fresh(write.cgroup, BURST)
+                if entry is None:  # no force-update window: every run asks
+                    return in_effect
+                entries.append((write.cgroup, entry))
+            self._bursts[pod.uid] = (known, cfg, in_effect, entries)
         return in_effect
 
     def _allowed(self, ctx: Context, key: tuple[str, str], cfg: BurstConfig, limit: int) -> bool:

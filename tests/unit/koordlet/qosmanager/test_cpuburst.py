@@ -12,7 +12,7 @@ import pytest
 
 from koordapi import keys
 from koordapi.features import FeatureGates
-from koordlet.executor import Executor, WriteResult
+from koordlet.executor import CgroupWrite, Executor, WriteResult
 from koordlet.metriccache import MetricCache
 from koordlet.metrics import KoordletMetrics
 from koordlet.qosmanager.audit import AuditTrail
@@ -411,3 +411,95 @@ def test_feature_gate() -> None:
     assert strategy.enabled(FeatureGates.parse(""))
     assert not strategy.enabled(FeatureGates.parse("CPUBurst=false"))
     assert not CPUBurst(Executor(Path("/nonexistent")), interval=0).enabled(FeatureGates.parse(""))
+
+
+# -- a pod whose burst is in place is not asked again ------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def cached_node(tmp_path: Path) -> tuple[Node, Clock]:
+    """``Node`` whose executor trusts what it wrote or saw for 60 s (koordlet's default)."""
+    node, clock = Node(tmp_path), Clock()
+    node.executor = Executor(
+        tmp_path, on_result=node.writes.append, force_update_seconds=60, clock=clock
+    )
+    return node, clock
+
+
+def burst_writes(node: Node) -> list[WriteResult]:
+    return [r for r in node.writes if r.write.resource == "cpu.cfs_burst_us"]
+
+
+def test_an_unchanged_pod_is_not_asked_again_and_its_values_hold(tmp_path: Path) -> None:
+    node, _ = cached_node(tmp_path)
+    pod = node.add(known_pod("web", containers={"a": HALF_CORE, "b": NO_LIMIT}))
+    strategy = CPUBurst(node.executor)
+    strategy.run(node.ctx([pod], "none"))  # Koordinator's default policy: no burst
+    assert len(burst_writes(node)) == 3  # two containers and the pod
+    scaled = dict(strategy.scaled)
+    strategy.run(node.ctx([pod], "none"))
+    assert len(burst_writes(node)) == 3  # nothing asked
+    assert (
+        strategy.scaled
+        == scaled
+        == {
+            (pod.request.uid, "web-c0"): (0, 50_000),
+            (pod.request.uid, "web-c1"): (0, -1),
+        }
+    )
+
+
+def test_a_changed_config_or_pod_is_written_after_an_unchanged_run(tmp_path: Path) -> None:
+    node, _ = cached_node(tmp_path)
+    pod = node.add(known_pod("web", containers={"a": HALF_CORE}))
+    strategy = CPUBurst(node.executor)
+    for _ in range(2):
+        strategy.run(node.ctx([pod], "none"))
+    strategy.run(node.ctx([pod], "cpuBurstOnly", cpuBurstPercent=20))
+    assert node.read(ctr_dir(pod), "cpu.cfs_burst_us") == 10_000
+    # the pod store gives a new object when the pod changes: a new limit is seen at once
+    unlimited = node.add(known_pod("db", containers={"a": NO_LIMIT}))
+    for _ in range(2):
+        strategy.run(node.ctx([unlimited], "cpuBurstOnly", cpuBurstPercent=20))
+    limited = node.add(known_pod("db", containers={"a": HALF_CORE}))
+    strategy.run(node.ctx([limited], "cpuBurstOnly", cpuBurstPercent=20))
+    assert node.read(ctr_dir(limited), "cpu.cfs_burst_us") == 10_000
+
+
+def test_a_value_written_by_another_is_put_back_and_the_window_still_rereads(
+    tmp_path: Path,
+) -> None:
+    node, clock = cached_node(tmp_path)
+    pod = node.add(known_pod("web", containers={"a": HALF_CORE}))
+    strategy = CPUBurst(node.executor)
+    strategy.run(node.ctx([pod], "none"))
+    # another writer through the executor: its entry is no longer the one CPUBurst saw
+    node.executor.apply([CgroupWrite(ctr_dir(pod), "cpu.cfs_burst_us", 7)])
+    strategy.run(node.ctx([pod], "none"))
+    assert node.read(ctr_dir(pod), "cpu.cfs_burst_us") == 0
+    # behind koordlet's back: trusted for the force-update window, then read and put back
+    (node.root / "cpu" / ctr_dir(pod) / "cpu.cfs_burst_us").write_text("9\n")
+    clock.now += 30
+    strategy.run(node.ctx([pod], "none"))
+    assert node.read(ctr_dir(pod), "cpu.cfs_burst_us") == 9
+    clock.now += 31
+    strategy.run(node.ctx([pod], "none"))
+    assert node.read(ctr_dir(pod), "cpu.cfs_burst_us") == 0
+
+
+def test_a_pod_capped_by_its_quota_is_always_done_in_full(tmp_path: Path) -> None:
+    node, _ = cached_node(tmp_path)
+    pod = node.add(known_pod("web", containers={"a": TWO_CORES}), pod_quota=150_000)
+    strategy = CPUBurst(node.executor)
+    strategy.run(node.ctx([pod], "cpuBurstOnly", cpuBurstPercent=60))
+    assert node.read(pod.request.cgroup_dir, "cpu.cfs_burst_us") == 120_000
+    (node.root / "cpu" / pod.request.cgroup_dir / "cpu.cfs_quota_us").write_text("100000\n")
+    strategy.run(node.ctx([pod], "cpuBurstOnly", cpuBurstPercent=60))
+    assert node.read(pod.request.cgroup_dir, "cpu.cfs_burst_us") == 100_000
