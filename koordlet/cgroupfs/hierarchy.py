@@ -107,7 +107,7 @@ class KeptFiles:
 
     def sweep(self) -> int:
         """Close the files not read since the previous sweep; returns how many."""
-        stale = [path for path in self._fds if path not in self._used]
+        stale = self._fds.keys() - self._used  # a set difference: thousands of files a pass
         for path in stale:
             self._forget(path)
         self._used = set()

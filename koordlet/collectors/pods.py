@@ -38,6 +38,17 @@ _MEMORY_KEYS = {
 }  # fmt: skip
 
 
+_THROTTLE_KEYS = ("nr_periods", "nr_throttled")
+# per level ("pod", "container"): the names of its samples, built once
+_NAMES = {
+    level: tuple(
+        f"{level}_{what}"
+        for what in ("cpu_usage", "cpu_throttled", "memory_usage", "memory_usage_with_page_cache")
+    )
+    for level in ("pod", "container")
+}
+
+
 def memory_usage(stat: Mapping[str, int], version: int, where: str) -> tuple[int, int]:
     """(usage, usage with page cache) in bytes from a parsed memory.stat."""
     anon_keys, file_keys = _MEMORY_KEYS[version]
@@ -73,60 +84,48 @@ class PodCollector:
             self.skipped[NO_CGROUP_DIR] += without_dir
         samples: list[Sample] = []
         for target in found:
-            samples.extend(self._cpu(target, now))
-            samples.extend(self._memory(target, now))
-        live = {target.key for target in found}
-        self._counters.retain(lambda key: key[1:] in live)
+            self._cpu(target, now, samples)
+            self._memory(target, now, samples)
+        live = [(what, *target.key) for target in found for what in ("cpu", "throttle")]
+        self._counters.retain_only(set(live))
         self.cgroups.sweep()
         return samples
 
     def close(self) -> None:
         self.cgroups.close()
 
-    def _counted(self, read: Callable[[], Sample | None]) -> list[Sample]:
-        """Run one measurement; a ``Skip`` counts its reason and yields no sample."""
-        try:
-            sample = read()
-        except Skip as skip:
-            self.skipped[skip.reason] += 1
-            return []
-        return [] if sample is None else [sample]
-
-    def _cpu(self, target: Target, now: float) -> list[Sample]:
-        """CPU usage and throttling; on v2 one cpu.stat read serves both."""
+    def _cpu(self, target: Target, now: float, out: list[Sample]) -> None:
+        """CPU usage and throttling; on v2 one cpu.stat read serves both. A ``Skip`` counts
+        its reason and gives no sample (each measurement on its own)."""
         stat: dict[str, int] | None = None
         try:
             stat = self.cgroups.cpu_stat(target.cgroup_dir)
         except Skip as skip:
             self.skipped[skip.reason] += 1
-        out: list[Sample] = []
+        names = _NAMES[target.level]
         if stat is not None or self.cgroups.version == 1:  # v1 usage is in cpuacct.usage
-            out += self._counted(lambda: self._usage(target, now, stat))
+            try:
+                used_ns = self.cgroups.cpu_usage_ns(target.cgroup_dir, stat)
+                delta = self._counters.update(("cpu", *target.key), now, used_ns)
+            except Skip as skip:
+                self.skipped[skip.reason] += 1
+            else:
+                if delta is not None:
+                    cores = delta.per_second(unit=NS_PER_SECOND)
+                    out.append(Sample(names[0], target.labels, now, cores))
         if stat is not None:
-            cpu_stat = stat
-            out += self._counted(lambda: self._throttled(target, now, cpu_stat))
-        return out
+            try:
+                periods, throttled = require(stat, _THROTTLE_KEYS, f"{target.cgroup_dir}/cpu.stat")
+                delta = self._counters.update(("throttle", *target.key), now, periods, throttled)
+            except Skip as skip:
+                self.skipped[skip.reason] += 1
+            else:
+                if delta is not None:
+                    d_periods, d_throttled = delta.values
+                    ratio = d_throttled / d_periods if d_periods > 0 else 0.0
+                    out.append(Sample(names[1], target.labels, now, ratio))
 
-    def _usage(self, target: Target, now: float, stat: dict[str, int] | None) -> Sample | None:
-        used_ns = self.cgroups.cpu_usage_ns(target.cgroup_dir, stat)
-        delta = self._counters.update(("cpu", *target.key), now, used_ns)
-        if delta is None:
-            return None
-        cores = delta.per_second(unit=NS_PER_SECOND)
-        return Sample(f"{target.level}_cpu_usage", target.labels, now, cores)
-
-    def _throttled(self, target: Target, now: float, stat: dict[str, int]) -> Sample | None:
-        periods, throttled = require(
-            stat, ["nr_periods", "nr_throttled"], f"{target.cgroup_dir}/cpu.stat"
-        )
-        delta = self._counters.update(("throttle", *target.key), now, periods, throttled)
-        if delta is None:
-            return None
-        d_periods, d_throttled = delta.values
-        ratio = d_throttled / d_periods if d_periods > 0 else 0.0
-        return Sample(f"{target.level}_cpu_throttled", target.labels, now, ratio)
-
-    def _memory(self, target: Target, now: float) -> list[Sample]:
+    def _memory(self, target: Target, now: float, out: list[Sample]) -> None:
         try:
             stat = self.cgroups.memory_stat(target.cgroup_dir, self._memory_keys)
             usage, with_cache = memory_usage(
@@ -134,9 +133,7 @@ class PodCollector:
             )
         except Skip as skip:
             self.skipped[skip.reason] += 1
-            return []
-        prefix = target.level
-        return [
-            Sample(f"{prefix}_memory_usage", target.labels, now, usage),
-            Sample(f"{prefix}_memory_usage_with_page_cache", target.labels, now, with_cache),
-        ]
+            return
+        names = _NAMES[target.level]
+        out.append(Sample(names[2], target.labels, now, usage))
+        out.append(Sample(names[3], target.labels, now, with_cache))

@@ -76,3 +76,12 @@ def test_a_reset_of_any_one_counter_skips_whatever_the_number_of_counters(width:
         with pytest.raises(Skip):
             counters.update("t", 2.0 + reset, *values)
         counters.update("t", 2.5 + reset, *[1000] * width)  # a fresh baseline
+
+
+def test_retain_only_keeps_the_live_series_and_says_how_many_went() -> None:
+    counters: Counters[tuple[str, str]] = Counters()
+    for key in (("cpu", "a"), ("cpu", "b"), ("throttle", "b")):
+        counters.update(key, 0.0, 1)
+    assert counters.retain_only({("cpu", "b"), ("cpu", "z")}) == 2
+    assert ("cpu", "b") in counters and len(counters) == 1
+    assert counters.update(("cpu", "a"), 1.0, 5) is None  # a new series starts over
