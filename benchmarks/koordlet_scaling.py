@@ -223,9 +223,11 @@ async def measure(size: int, args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.wait_for(child.wait(), 60)
         ticker.close()
         await runtime.close()
-    health = json.loads((folder / "health.json").read_text())
+    report = json.loads((folder / "health.json").read_text())
+    health = report["collectors"]
     out["collector_pass_ms"] = {k: v.pop("ms") for k, v in health.items()}
     out["collector_problems"] = {k: v for k, v in health.items() if any(v.values())}
+    out["qos_strategy_ms_per_run"] = report["qos"]
     out["floor"] = floor(folder / "cgroup", dirs)
     shutil.rmtree(folder)
     return out
@@ -289,7 +291,16 @@ def child(folder: Path) -> int:
         }
         for c in daemon.collectors.collectors
     }
-    (folder / "health.json").write_text(json.dumps(health))
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    for metric in daemon.metrics.registry.collect():
+        if metric.name == "koordlet_qos_strategy_duration_seconds":
+            for sample in metric.samples:
+                into = {"_sum": sums, "_count": counts}.get(sample.name[len(metric.name) :])
+                if into is not None:
+                    into[sample.labels["strategy"]] = sample.value
+    strategies = {k: round(1000 * v / counts[k], 2) for k, v in sums.items() if counts.get(k)}
+    (folder / "health.json").write_text(json.dumps({"collectors": health, "qos": strategies}))
     return 0
 
 
