@@ -479,8 +479,9 @@ class Koordlet:
                 read_only_port=c.kubelet_read_only_port,
             )
 
-        client = KubeletClient(
+        client = KubeletClient.for_kubeconfig(
             endpoint,
+            c.kubeconfig,
             timeout=c.kubelet_sync_timeout,
             ca_file=c.kubelet_ca_file,
             observe=self.metrics.observe_kubelet,

@@ -21,8 +21,10 @@ Endpoint, as in Koordinator (``newKubeletStubFromConfig``): the Node's address o
 ``--kubelet-preferred-address-type`` (default InternalIP); with ``--kubelet-insecure-tls`` plain
 HTTP on ``--kubelet-read-only-port`` (10255; 0 here means "use the authenticated port"),
 otherwise HTTPS on the Node's ``status.daemonEndpoints.kubeletEndpoint.Port`` (10250) with the
-service account's bearer token. Koordinator does not verify the kubelet's serving certificate
-(often self-signed); neither do we unless ``--kubelet-ca-file`` names a CA.
+credentials the API client has (Koordinator passes its REST config: the service account's
+bearer token in a pod; with ``--kubeconfig``, that file's user: its client certificate, token
+or token file). Koordinator does not verify the kubelet's serving certificate (often
+self-signed); neither do we unless ``--kubelet-ca-file`` names a CA.
 
 The request is blocking I/O and runs in a worker thread; the reconcile is a quick in-memory
 pass on the event loop, where NRI changes the same store. A failed request (HTTP error,
@@ -156,6 +158,8 @@ class KubeletClient:
         *,
         timeout: float = DEFAULT_SYNC_TIMEOUT,
         token_file: Path | None = Path(SERVICE_ACCOUNT_DIR) / "token",
+        token: str | None = None,
+        client_cert: tuple[str, str] | None = None,
         ca_file: Path | None = None,
         observe: KubeletObserver | None = None,
         clock: Callable[[], float] = time.perf_counter,
@@ -163,6 +167,7 @@ class KubeletClient:
         self.endpoint = endpoint
         self.timeout = timeout
         self.token_file = token_file
+        self.token = token
         self.observe = observe
         self.clock = clock
         if ca_file is not None:
@@ -171,14 +176,47 @@ class KubeletClient:
             self._tls = ssl.create_default_context()
             self._tls.check_hostname = False
             self._tls.verify_mode = ssl.CERT_NONE
+        if client_cert is not None:
+            self._tls.load_cert_chain(*client_cert)
 
     def _token(self) -> str | None:
         if self.token_file is None:
-            return None
+            return self.token
         try:  # read every time: projected tokens are rotated
             return self.token_file.read_text().strip() or None
         except OSError:
             return None
+
+    @classmethod
+    def for_kubeconfig(
+        cls, endpoint: Callable[[], KubeletEndpoint], kubeconfig: Path | None, **kwargs: Any
+    ) -> KubeletClient:
+        """A client with the credentials of ``kubeconfig``'s current user (without one, the
+        service account's token file); lightkube's errors for an unusable file, as the API
+        client, built from the same file first, has already met them."""
+        if kubeconfig is None:
+            return cls(endpoint, **kwargs)
+        from lightkube.config.client_adapter import user_cert  # noqa: PLC0415 - cluster mode
+        from lightkube.config.kubeconfig import KubeConfig  # noqa: PLC0415
+        from lightkube.config.models import User  # noqa: PLC0415
+
+        config = KubeConfig.from_file(kubeconfig).get()
+        if config is None:  # no context: the API client has failed on it already
+            return cls(endpoint, **kwargs)
+        user = config.user or User()
+        if user.exec or (user.username and user.password):
+            log.warning(
+                "kubelet: %s's user authenticates by exec or password, which only the API "
+                "client does; the kubelet is asked without them", kubeconfig
+            )  # fmt: skip
+        cert = user_cert(user, config.abs_file)  # inline data: temporary files while cert lives
+        return cls(
+            endpoint,
+            token_file=Path(config.abs_file(user.token_file)) if user.token_file else None,
+            token=user.token,
+            client_cert=None if cert is None else (str(cert[0]), str(cert[1])),
+            **kwargs,
+        )
 
     def get_pods(self) -> list[Object]:
         """The kubelet's pods; KubeletError on any failure, or an empty list."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import socket
@@ -452,6 +453,54 @@ def test_read_only_port_zero_uses_the_authenticated_port_with_the_token(
         ca.cert_pem.write_to_path(str(ca_file))
         verified = KubeletClient(lambda: endpoint, token_file=token, ca_file=ca_file)
         assert len(verified.get_pods()) == 1
+    finally:
+        kubelet.close()
+
+
+def kubeconfig_of(path: Path, user: dict[str, Any]) -> Path:
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": "https://10.9.8.7:6443"}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+    }))  # fmt: skip
+    return path
+
+
+def test_with_a_kubeconfig_the_kubelet_is_asked_with_its_users_certificate_or_token(
+    tmp_path: Path,
+) -> None:
+    """Koordinator gives the kubelet stub its REST config: out of a pod (--kubeconfig), the
+    kubelet sees that file's user, not a service account this process does not have."""
+    ca = trustme.CA()
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_tls)
+    server_tls.verify_mode = ssl.CERT_REQUIRED  # the kubelet's x509 authentication
+    ca.configure_trust(server_tls)
+    kubelet = FakeKubelet(tls=server_tls)
+    try:
+        kubelet.reply = {"items": [BE_POD]}
+        endpoint = KubeletEndpoint("https", "127.0.0.1", kubelet.port)
+        with pytest.raises(KubeletError):  # no client certificate: the handshake is refused
+            KubeletClient(lambda: endpoint, token_file=None).get_pods()
+        leaf = ca.issue_cert("admin-7c1f")
+        with_cert = kubeconfig_of(tmp_path / "cert.kubeconfig", {
+            "client-certificate-data": base64.b64encode(leaf.cert_chain_pems[0].bytes()).decode(),
+            "client-key-data": base64.b64encode(leaf.private_key_pem.bytes()).decode(),
+        })  # fmt: skip
+        pods = KubeletClient.for_kubeconfig(lambda: endpoint, with_cert).get_pods()
+        assert [p["metadata"]["uid"] for p in pods] == [UID_BE]
+        assert "Authorization" not in kubelet.headers[-1]
+
+        (tmp_path / "token").write_text("file-token-31\n")
+        leaf.cert_chain_pems[0].write_to_path(str(tmp_path / "leaf.crt"))
+        leaf.private_key_pem.write_to_path(str(tmp_path / "leaf.key"))
+        files = {"client-certificate": "leaf.crt", "client-key": "leaf.key"}  # relative paths
+        for user, sent in (({"token": "inline-token-17"}, "inline-token-17"),
+                           ({"tokenFile": "token"}, "file-token-31")):  # fmt: skip
+            config = kubeconfig_of(tmp_path / "t.kubeconfig", {**files, **user})
+            assert len(KubeletClient.for_kubeconfig(lambda: endpoint, config).get_pods()) == 1
+            assert kubelet.headers[-1]["Authorization"] == f"Bearer {sent}"
     finally:
         kubelet.close()
 
