@@ -166,7 +166,7 @@ class CgroupFS:
         text = read_text(path, self._read)
         if self.kept is None:
             return parse_flat_keyed(text, path) if keys is None else parse_keys(text, keys, path)
-        last = self._parsed.get((path, keys))
+        last = self._parsed.pop((path, keys), None)  # the old text goes now, not at the sweep
         if last is not None and last[0] == text:
             numbers = last[1]
         else:
