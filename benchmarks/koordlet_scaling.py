@@ -5,7 +5,8 @@ For each size a fake cgroup v1 tree of N one-container pods (half BE, from
 collectors read (cpuacct.usage, cpu.stat, memory.stat with a real kernel's 42 lines,
 cpu.cfs_burst_us); the whole koordlet, with its defaults (collectors every 1 s, the default QoS
 strategies, the reconciler every 10 s), runs in a subprocess of its own, and this process plays
-containerd (``nri_plugin.testing.FakeRuntime``: the Synchronize hands koordlet the pods). After
+containerd (``nri_plugin.testing.FakeRuntime``: the Synchronize hands koordlet the pods); the
+metric cache is a file in the tree's folder, as koordlet's default --tsdb-path. After
 the Synchronize and ``--settle`` seconds, koordlet's CPU time (utime + stime of the child,
 from /proc) is taken over ``--seconds``: nothing of this process and nothing of koordlet's
 start-up counts. Every second this process moves the CPU counter (cpuacct.usage) and the
@@ -44,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -188,7 +190,9 @@ async def measure(size: int, args: argparse.Namespace) -> dict[str, Any]:
     pods, containers = node_of_pods(folder / "cgroup", size)
     dirs = cgroup_dirs(folder / "cgroup")
     add_counters(folder / "cgroup", dirs)
-    config = standalone_config(folder)
+    # the metric cache in a file, as koordlet's default --tsdb-path has it (in memory it would
+    # hold every sample of the run, and RSS would grow with the run's length)
+    config = replace(standalone_config(folder), tsdb_path=folder / "metric-data")
     (folder / "config.pickle").write_bytes(pickle.dumps(config))
     runtime = FakeRuntime(pods=pods, containers=containers, nri_version="v0.9.0")
     await runtime.listen(config.nri_socket)
