@@ -127,10 +127,12 @@ class CgroupFS:
     The version is detected once, like the executor does; pass ``version`` to force it. With
     ``keep_open`` the counters read every pass (``cpu_stat``, ``cpu_usage_ns``,
     ``memory_stat``) stay open between passes (see ``KeptFiles``); the owner calls ``sweep``
-    after each pass to close those of cgroups it no longer reads. Then too a cpu.stat or
-    memory.stat whose text is the very text of the previous pass is not parsed again: its
-    numbers are those of that pass (an idle cgroup's files do not change from one second to
-    the next). The dicts given are shared between passes and must not be changed.
+    after each pass to close those of cgroups it no longer reads. Then too a cpu.stat whose
+    text is the very text of the previous pass is not parsed again: its numbers are those of
+    that pass (without a CFS quota, or idle, its counters do not move), and the dict given is
+    shared between passes and must not be changed. memory.stat is parsed every time: its text
+    is ten times longer, so remembering it costs memory (2.7 MiB at 1,000 pods), and a
+    running container's memory.stat changes every second anyway.
     """
 
     def __init__(
@@ -145,9 +147,9 @@ class CgroupFS:
         self._root_text = str(root).rstrip("/")
         self.kept = KeptFiles() if keep_open else None
         self._read = read_file if self.kept is None else self.kept.read
-        # (path, keys parsed) → (text, its numbers): of the previous pass, and of this one
-        self._parsed: dict[tuple[str, frozenset[str] | None], tuple[str, dict[str, int]]] = {}
-        self._parsed_now: dict[tuple[str, frozenset[str] | None], tuple[str, dict[str, int]]] = {}
+        # cgroup → (its cpu.stat text, the numbers): of the previous pass, and of this one
+        self._parsed: dict[str, tuple[str, dict[str, int]]] = {}
+        self._parsed_now: dict[str, tuple[str, dict[str, int]]] = {}
 
     def sweep(self) -> None:
         """Close the kept files not read since the last sweep."""
@@ -160,20 +162,6 @@ class CgroupFS:
             self.kept.close()
             self._parsed, self._parsed_now = {}, {}
 
-    def _numbers(self, path: str, keys: frozenset[str] | None) -> dict[str, int]:
-        """The file's numbers (those of ``keys`` only, when given); kept open, the previous
-        pass's when its text is the same."""
-        text = read_text(path, self._read)
-        if self.kept is None:
-            return parse_flat_keyed(text, path) if keys is None else parse_keys(text, keys, path)
-        last = self._parsed.pop((path, keys), None)  # the old text goes now, not at the sweep
-        if last is not None and last[0] == text:
-            numbers = last[1]
-        else:
-            numbers = parse_flat_keyed(text, path) if keys is None else parse_keys(text, keys, path)
-        self._parsed_now[(path, keys)] = (text, numbers)
-        return numbers
-
     def path(self, subsystem: str, cgroup: str, name: str) -> Path:
         """v1: <root>/<subsystem>/<cgroup>/<name>; v2: <root>/<cgroup>/<name>."""
         return Path(self.file(subsystem, cgroup, name))
@@ -185,7 +173,13 @@ class CgroupFS:
     def cpu_stat(self, cgroup: str) -> dict[str, int]:
         """cpu.stat as numbers (v1: nr_periods, nr_throttled, ...; v2 also usage_usec)."""
         path = self.file("cpu", cgroup, "cpu.stat")
-        return self._numbers(path, None)
+        text = read_text(path, self._read)
+        if self.kept is None:
+            return parse_flat_keyed(text, path)
+        last = self._parsed.pop(cgroup, None)  # the old text goes now, not at the sweep
+        numbers = last[1] if last is not None and last[0] == text else parse_flat_keyed(text, path)
+        self._parsed_now[cgroup] = (text, numbers)
+        return numbers
 
     def cpu_usage_ns(self, cgroup: str, stat: Mapping[str, int] | None = None) -> int:
         """Cumulative CPU time in ns: cpuacct.usage (v1) or cpu.stat usage_usec * 1000 (v2).
@@ -203,7 +197,8 @@ class CgroupFS:
         """memory.stat as numbers; with ``keys``, only those lines are parsed (a v1
         memory.stat has some 36 lines and is read for every cgroup every second)."""
         path = self.file("memory", cgroup, "memory.stat")
-        return self._numbers(path, keys)
+        text = read_text(path, self._read)
+        return parse_flat_keyed(text, path) if keys is None else parse_keys(text, keys, path)
 
     def cpuset(self, cgroup: str) -> frozenset[int] | None:
         """The CPUs the cgroup may use; None on v2 when the cpuset controller is not enabled.

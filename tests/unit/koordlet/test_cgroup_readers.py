@@ -41,9 +41,10 @@ def test_an_unwanted_bad_line_is_ignored_but_the_whole_file_parser_refuses_it() 
         parse_flat_keyed(text, "m")
 
 
-class TestTheSameTextIsNotParsedTwice:
-    """CgroupFS(keep_open=True): a cpu.stat or memory.stat with last pass's very text gives
-    last pass's numbers without parsing; any change is parsed, errors are never remembered."""
+class TestTheSameCpuStatIsNotParsedTwice:
+    """CgroupFS(keep_open=True): a cpu.stat with last pass's very text gives last pass's
+    numbers without parsing; any change is parsed, errors are never remembered; memory.stat is
+    parsed every time."""
 
     KEYS = frozenset({"total_active_anon", "total_rss"})
 
@@ -66,61 +67,56 @@ class TestTheSameTextIsNotParsedTwice:
     def cgroups(tmp_path: Path) -> CgroupFS:
         for sub in ("cpu", "memory"):
             (tmp_path / sub / "pod").mkdir(parents=True)
+        (tmp_path / "cpu" / "pod" / "cpu.stat").write_text("nr_periods 5\nnr_throttled 1\n")
         return CgroupFS(tmp_path, 1, keep_open=True)
 
-    def test_an_unchanged_file_is_parsed_once_and_a_change_after_it_is_seen(
+    def test_an_unchanged_cpu_stat_is_parsed_once_and_a_change_after_it_is_seen(
         self, tmp_path: Path, parsed: list[str]
     ) -> None:
         cgroups = self.cgroups(tmp_path)
-        memory = tmp_path / "memory" / "pod" / "memory.stat"
-        memory.write_text(V1_MEMORY_STAT)
-        assert cgroups.memory_stat("pod", self.KEYS) == {"total_rss": 99, "total_active_anon": 70}
-        cgroups.sweep()
-        assert cgroups.memory_stat("pod", self.KEYS) == {"total_rss": 99, "total_active_anon": 70}
-        cgroups.sweep()
-        assert len(parsed) == 1  # the second pass reused the first's numbers
-        memory.write_text(V1_MEMORY_STAT.replace("total_rss 99", "total_rss 98"))
-        assert cgroups.memory_stat("pod", self.KEYS) == {"total_rss": 98, "total_active_anon": 70}
-        assert len(parsed) == 2
-        # the whole file is another parse of the same text, not the wanted keys' one
-        assert cgroups.memory_stat("pod")["rss"] == 20
-        assert len(parsed) == 3
-
-    def test_cpu_stat_too_and_a_bad_text_is_refused_every_time(
-        self, tmp_path: Path, parsed: list[str]
-    ) -> None:
-        cgroups = self.cgroups(tmp_path)
-        stat = tmp_path / "cpu" / "pod" / "cpu.stat"
-        stat.write_text("nr_periods 5\nnr_throttled 1\n")
         for _ in range(3):
             assert cgroups.cpu_stat("pod") == {"nr_periods": 5, "nr_throttled": 1}
             cgroups.sweep()
-        assert len(parsed) == 1
-        stat.write_text("nr_periods 5\nnr_throttled x\n")
+        assert len(parsed) == 1  # the second and third passes reused the first's numbers
+        (tmp_path / "cpu" / "pod" / "cpu.stat").write_text("nr_periods 6\nnr_throttled 1\n")
+        assert cgroups.cpu_stat("pod") == {"nr_periods": 6, "nr_throttled": 1}
+        assert len(parsed) == 2
+
+    def test_a_bad_cpu_stat_is_refused_every_time(self, tmp_path: Path, parsed: list[str]) -> None:
+        cgroups = self.cgroups(tmp_path)
+        cgroups.cpu_stat("pod")
+        cgroups.sweep()
+        (tmp_path / "cpu" / "pod" / "cpu.stat").write_text("nr_periods 5\nnr_throttled x\n")
         for _ in range(2):
             with pytest.raises(Skip):
                 cgroups.cpu_stat("pod")
             cgroups.sweep()
         assert len(parsed) == 3
 
-    def test_a_file_not_read_in_a_pass_is_forgotten_at_its_sweep(
+    def test_a_cgroup_not_read_in_a_pass_is_forgotten_at_its_sweep(
         self, tmp_path: Path, parsed: list[str]
     ) -> None:
         cgroups = self.cgroups(tmp_path)
-        (tmp_path / "cpu" / "pod" / "cpu.stat").write_text("nr_periods 5\n")
         cgroups.cpu_stat("pod")
         cgroups.sweep()
         cgroups.sweep()  # a pass that did not read it: the pod is gone
         cgroups.cpu_stat("pod")
         assert len(parsed) == 2
 
-    def test_without_keep_open_every_read_is_parsed(
+    def test_memory_stat_and_reads_without_keep_open_are_parsed_every_time(
         self, tmp_path: Path, parsed: list[str]
     ) -> None:
-        (tmp_path / "cpu" / "pod").mkdir(parents=True)
-        (tmp_path / "cpu" / "pod" / "cpu.stat").write_text("nr_periods 5\n")
-        cgroups = CgroupFS(tmp_path, 1)
-        cgroups.cpu_stat("pod")
-        cgroups.sweep()
-        cgroups.cpu_stat("pod")
+        cgroups = self.cgroups(tmp_path)
+        (tmp_path / "memory" / "pod" / "memory.stat").write_text(V1_MEMORY_STAT)
+        for _ in range(2):
+            assert cgroups.memory_stat("pod", self.KEYS) == {
+                "total_rss": 99,
+                "total_active_anon": 70,
+            }
+            cgroups.sweep()
         assert len(parsed) == 2
+        plain = CgroupFS(tmp_path, 1)
+        for _ in range(2):
+            plain.cpu_stat("pod")
+            plain.sweep()
+        assert len(parsed) == 4
