@@ -196,6 +196,8 @@ class Cluster:
     made_nri_dir: bool = False
     # koordlet's DaemonSet keeps its data in the host's /var/lib/koordlet (DirectoryOrCreate).
     made_koordlet_dir: bool = False
+    # the kubelet's maxPods (None: its default, 110); benchmarks/peer_koordlet.py runs 200
+    max_pods: int | None = None
     _pool: ThreadPoolExecutor | None = None
     _lock: int | None = None  # the fd holding START_LOCK
     _torn_down: list[str] | None = None
@@ -229,7 +231,11 @@ class Cluster:
 
     @classmethod
     def start(
-        cls, binary: Path | None = None, timeout: float = 180.0, node: bool = True
+        cls,
+        binary: Path | None = None,
+        timeout: float = 180.0,
+        node: bool = True,
+        max_pods: int | None = None,
     ) -> Cluster:
         """Bring a cluster up: everything above running and the node Ready; with ``node``
         false, the control plane for scheduling alone (see the module docstring)."""
@@ -243,7 +249,8 @@ class Cluster:
                 log.info("cluster: waiting for the other cluster on this machine (%s)", START_LOCK)
                 fcntl.flock(lock, fcntl.LOCK_EX)
         base = Path(tempfile.mkdtemp(prefix="koord-k8s-", dir="/tmp"))
-        cluster = cls(base=base, binary=binary, netns=f"koordk8s-{base.name[-8:]}", _lock=lock)
+        netns = f"koordk8s-{base.name[-8:]}"
+        cluster = cls(base=base, binary=binary, netns=netns, _lock=lock, max_pods=max_pods)
         try:
             cluster._start(timeout, node)
         except BaseException:
@@ -494,6 +501,7 @@ class Cluster:
             "serializeImagePulls": False,
             "syncFrequency": "10s",
             "nodeStatusUpdateFrequency": "10s",
+            **({"maxPods": self.max_pods} if self.max_pods else {}),
         }))  # fmt: skip
         return path
 
