@@ -2,7 +2,7 @@
 control plane: pods/s and p99 scheduling latency of both in one run, and their ratio.
 
     PYTHONPATH=. .venv/bin/python benchmarks/kube_scheduler_extender.py \
-        [--nodes 1000] [--pods 10000] [--logs DIR]
+        [--nodes 1000] [--pods 10000] [--logs DIR] [--peer-scheduler PATH]
 
 The cluster tier's control plane alone (tests/cluster/cluster.py, ``Cluster.start(node=False)``:
 etcd, kube-apiserver and kube-scheduler in a network namespace of their own; no kubelet, so
@@ -29,6 +29,20 @@ interpolation as Prometheus' histogram_quantile; ``scheduler_pod_scheduling_sli_
 (queue wait included: with thousands of pods queued at once it measures the backlog) beside it.
 One JSON line per run, then one with ``extender_throughput_ratio`` (B / A pods/s; the goal is
 ≥ 0.8). Nothing is asserted.
+
+Run C, only with ``--peer-scheduler PATH`` (Koordinator v1.8's own koord-scheduler binary, built
+outside the repository): kube-scheduler and our koord-scheduler stopped and run B's pods deleted,
+theirs is the one scheduler (a kube-scheduler build with their plugins), with a
+KubeSchedulerConfiguration written here (``peer_scheduler_config``): the plugins of their default
+profile (their config/manager/scheduler-config.yaml) for ``default-scheduler``, LoadAwareScheduling
+with the chart's LoadAware arguments as run B has them, DeviceShare with its defaults, the client
+QPS of runs A and B, leader election off, kube-scheduler's kubeconfig. What it lists at start and
+the harness lacks is made first: a stand-in NodeResourceTopology CRD (topology.node.k8s.io, only
+served) and a ClusterRole for its user on Koordinator's groups (``PEER_RULES``; the default
+system:kube-scheduler role has none of them), and the ElasticQuota plugin's namespace. Its latency
+is read from its own histograms, as kube-scheduler's (it serves them on the same port). The last
+line then also has ``peer_vs_kube_scheduler_extender`` (C / B pods/s) and
+``peer_vs_kube_scheduler_alone`` (C / A).
 """
 
 from __future__ import annotations
@@ -178,6 +192,79 @@ def koord_scheduler_config() -> dict[str, Any]:
     }
 
 
+# their default profile's plugins, as config/manager/scheduler-config.yaml enables them
+PEER_PLUGINS: dict[str, Any] = {
+    "preEnqueue": {"enabled": ["Coscheduling"]},
+    "queueSort": {"disabled": ["*"], "enabled": ["PrioritySort"]},
+    "preFilter": {"enabled": ["SchedulingHint", "Reservation", "NodeNUMAResource", "DeviceShare",
+                              "Coscheduling", "ElasticQuota"]},
+    "filter": {"enabled": ["LoadAwareScheduling", "NodeNUMAResource", "DeviceShare",
+                           "Reservation"]},
+    "postFilter": {"disabled": ["*"], "enabled": ["Reservation", "Coscheduling", "ElasticQuota",
+                                                  "DefaultPreemption"]},
+    "preScore": {"enabled": ["Reservation", "Coscheduling"]},
+    "score": {"enabled": [("LoadAwareScheduling", 1), ("NodeNUMAResource", 1),
+                          ("DeviceShare", 1), ("Reservation", 5000), ("Coscheduling", 1)]},
+    "reserve": {"enabled": ["LoadAwareScheduling", "NodeNUMAResource", "DeviceShare",
+                            "Coscheduling", "ElasticQuota"]},
+    "permit": {"enabled": ["Coscheduling"]},
+    "preBind": {"enabled": ["NodeNUMAResource", "DeviceShare", "Reservation", "Coscheduling",
+                            "DefaultPreBind"]},
+    "bind": {"disabled": ["*"], "enabled": ["Reservation", "DefaultBinder"]},
+    "postBind": {"enabled": ["Coscheduling"]},
+}  # fmt: skip
+PEER_QUOTA_NAMESPACE = "koordinator-system"  # their ElasticQuotaArgs' quotaGroupNamespace
+
+
+def peer_scheduler_config(kubeconfig: Path, loadaware: Mapping[str, Any]) -> dict[str, Any]:
+    """Koordinator v1.8's koord-scheduler's --config for run C: run A's client and leader
+    election; one profile for the pods' ``default-scheduler`` with their default profile's
+    plugins and arguments, except LoadAwareScheduling's, which are the chart's ``loadAware``
+    values that run B's koord-scheduler reads (a node whose NodeMetric is older than
+    nodeMetricExpirationSeconds filtered out, as ours does); DeviceShare with its defaults."""
+
+    def plugins(points: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for point, sets in points.items():
+            out[point] = {
+                kind: [{"name": n} if isinstance(n, str) else {"name": n[0], "weight": n[1]}
+                       for n in names]
+                for kind, names in sets.items()
+            }  # fmt: skip
+        return out
+
+    v1 = "kubescheduler.config.k8s.io/v1"
+    fit = {"apiVersion": v1, "kind": "NodeResourcesFitArgs", "scoringStrategy": {
+        "type": "LeastAllocated", "resources": [
+            {"name": r, "weight": 1}
+            for r in ("cpu", "memory", "kubernetes.io/batch-cpu", "kubernetes.io/batch-memory")
+        ]}}  # fmt: skip
+    load = {"apiVersion": v1, "kind": "LoadAwareSchedulingArgs", "filterExpiredNodeMetrics": True,
+            **loadaware}  # fmt: skip
+    quota = {"apiVersion": v1, "kind": "ElasticQuotaArgs",
+             "quotaGroupNamespace": PEER_QUOTA_NAMESPACE}  # fmt: skip
+    return {
+        "apiVersion": v1,
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {
+            "kubeconfig": str(kubeconfig),
+            "qps": CLIENT_QPS,
+            "burst": CLIENT_BURST,
+        },
+        "leaderElection": {"leaderElect": False},
+        "profiles": [{
+            "schedulerName": "default-scheduler",
+            "plugins": plugins(PEER_PLUGINS),
+            "pluginConfig": [
+                {"name": "NodeResourcesFit", "args": fit},
+                {"name": "LoadAwareScheduling", "args": load},
+                {"name": "ElasticQuota", "args": quota},
+                {"name": "DeviceShare", "args": {"apiVersion": v1, "kind": "DeviceShareArgs"}},
+            ],
+        }],
+    }  # fmt: skip
+
+
 def pod(namespace: str, index: int) -> dict[str, Any]:
     """One pod of a run: 10m cpu and 16Mi; every GPU_POD_EVERY-th also a quarter of a GPU
     (gpu-core and gpu-memory-ratio, as koord-manager's webhook writes koordinator.sh/gpu)."""
@@ -297,10 +384,11 @@ class Api:
 # -- the cluster's contents ----------------------------------------------------------------
 
 
-def install_crds(api: Api) -> None:
-    """The chart's CRDs as it renders them, and wait until each is served."""
-    (release,) = helm.run(helm.Render(helm.CHART))
-    crds = cast(helm.Release, release).all("CustomResourceDefinition")
+def install_crds(api: Api, crds: list[dict[str, Any]] | None = None) -> None:
+    """The chart's CRDs as it renders them (or ``crds``), and wait until each is served."""
+    if crds is None:
+        (release,) = helm.run(helm.Render(helm.CHART))
+        crds = cast(helm.Release, release).all("CustomResourceDefinition")
     api.each(lambda crd: api.call("POST", CRDS, crd), crds)
 
     def established(crd: dict[str, Any]) -> bool:
@@ -543,6 +631,13 @@ def run(api: Api, label: str, namespace: str, count: int, timeout: float) -> dic
     }
 
 
+def ratio(x: Mapping[str, Any], y: Mapping[str, Any]) -> float | None:
+    """x's pods/s over y's, to three places; None when either has none."""
+    if not x["pods_per_s"] or not y["pods_per_s"]:
+        return None
+    return round(float(x["pods_per_s"]) / float(y["pods_per_s"]), 3)
+
+
 def delete_pods(api: Api, namespace: str, timeout: float = 600) -> None:
     """Every pod of ``namespace`` gone at once (no kubelet would confirm a graceful end)."""
     options = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
@@ -602,10 +697,123 @@ def start_koord_scheduler(cluster: Cluster, folder: Path, timeout: float = 120) 
         time.sleep(0.5)
 
 
+# -- Koordinator's own koord-scheduler (run C) ------------------------------------------------
+
+# A stand-in for NodeResourceTopology (NodeNUMAResource's informer lists it): served, no schema.
+NRT_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {
+        "name": "noderesourcetopologies.topology.node.k8s.io",
+        # a *.k8s.io group: the API server wants this annotation (KEP 1111)
+        "annotations": {"api-approved.kubernetes.io": "unapproved, a benchmark's stand-in"},
+    },
+    "spec": {
+        "group": "topology.node.k8s.io",
+        "scope": "Cluster",
+        "names": {"kind": "NodeResourceTopology", "listKind": "NodeResourceTopologyList",
+                  "plural": "noderesourcetopologies", "singular": "noderesourcetopology"},
+        "versions": [{"name": "v1alpha1", "served": True, "storage": True, "schema": {
+            "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
+    },
+}  # fmt: skip
+PEER_ROLE = "koord-scheduler-peer"
+# What kube-scheduler's user (system:kube-scheduler) lacks to run their plugins' informers and
+# writes: Koordinator's groups and the NodeResourceTopology stand-in, all verbs.
+PEER_RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["config.koordinator.sh", "slo.koordinator.sh", "scheduling.koordinator.sh",
+                   "topology.node.k8s.io", "scheduling.sigs.k8s.io", "quota.koordinator.sh"],
+     "resources": ["*"], "verbs": ["*"]},
+    {"apiGroups": [""], "resources": ["configmaps", "namespaces"],
+     "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["patch", "update"]},
+    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+     "verbs": ["get", "list", "watch"]},
+]  # fmt: skip
+
+
+def prepare_peer(api: Api) -> None:
+    """What their koord-scheduler lists at start and this control plane lacks."""
+    install_crds(api, [NRT_CRD])
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    api.run(lambda: api.call("POST", f"{rbac}/clusterroles", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": PEER_ROLE}, "rules": PEER_RULES}))  # fmt: skip
+    api.run(lambda: api.call("POST", f"{rbac}/clusterrolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": PEER_ROLE},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": PEER_ROLE},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                      "name": "system:kube-scheduler"}]}))  # fmt: skip
+    api.run(lambda: api.call("POST", "/api/v1/namespaces", {
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": PEER_QUOTA_NAMESPACE}}))  # fmt: skip
+
+
+def stop_components(cluster: Cluster, *names: str) -> None:
+    for old in [p for p in cluster.processes if p.name in names]:
+        old.stop()
+        cluster.processes.remove(old)
+
+
+def start_peer_scheduler(cluster: Cluster, binary: Path, folder: Path,
+                         timeout: float = 120) -> None:  # fmt: skip
+    """Their koord-scheduler with ``peer_scheduler_config``, on kube-scheduler's port and
+    kubeconfig; back once /healthz answers ok, as ``Cluster.restart_scheduler`` waits for
+    kube-scheduler (their build serves no /readyz: 404)."""
+    kubeconfig = cluster.config_path("kube-scheduler")
+    loadaware = yaml.safe_load(VALUES.read_text())["scheduler"]["loadAware"]
+    config = folder / "peer-koord-scheduler.yaml"
+    config.write_text(yaml.safe_dump(peer_scheduler_config(kubeconfig, loadaware)))
+    logfile = cluster.base / "logs" / "peer-koord-scheduler.log"
+    command = [
+        "nsenter", f"--net={cluster.netns_path}", str(binary), f"--config={config}",
+        f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1", "--v=2",
+    ]  # fmt: skip
+    with logfile.open("ab") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    cluster.processes.append(
+        Process("peer-koord-scheduler", proc.pid, logfile, str(cluster.base), proc)
+    )
+
+    def ready() -> bool:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # its own self-signed serving pair
+        conn = http.client.HTTPSConnection("127.0.0.1", 10259, context=context, timeout=5)
+        try:
+            conn.request("GET", "/healthz")
+            return conn.getresponse().read() == b"ok"
+        except OSError:
+            return False
+
+    end = time.monotonic() + timeout
+    while not cluster.in_netns(ready):
+        if proc.poll() is not None or time.monotonic() > end:
+            raise ApiError(f"their koord-scheduler not healthy; its log {logfile}")
+        time.sleep(1)
+
+
+def run_peer(api: Api, binary: Path, count: int, timeout: float) -> dict[str, Any]:
+    """Run C: run B's pods gone, kube-scheduler and our koord-scheduler stopped, theirs the
+    one scheduler; its figures, printed too."""
+    cluster = api.cluster
+    delete_pods(api, "bench-extender")
+    stop_components(cluster, "kube-scheduler", "koord-scheduler")
+    prepare_peer(api)
+    start_peer_scheduler(cluster, binary, cluster.base)
+    c = run(api, "Koordinator v1.8 koord-scheduler", "bench-peer", count, timeout)
+    print(json.dumps(c), flush=True)
+    return c
+
+
 # -- main -------------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
+def options(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=10000)
@@ -613,7 +821,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=8, help="concurrent creating connections")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds a run may take")
     parser.add_argument("--logs", type=Path, help="copy the components' logs here at the end")
-    opts = parser.parse_args(argv)
+    parser.add_argument("--peer-scheduler", type=Path,
+                        help="Koordinator's own koord-scheduler binary: run C with it")  # fmt: skip
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = options(argv)
     cluster = Cluster.start(node=False)
     api: Api | None = None
     reporter: Reporter | None = None
@@ -641,13 +855,18 @@ def main(argv: list[str] | None = None) -> int:
         b = run(api, "kube-scheduler + koord-scheduler extender", "bench-extender", opts.pods,
                 opts.timeout)  # fmt: skip
         print(json.dumps(b), flush=True)
-        ratio = (b["pods_per_s"] / a["pods_per_s"]) if a["pods_per_s"] and b["pods_per_s"] else None
-        print(json.dumps({
+        summary: dict[str, Any] = {
             "nodes": opts.nodes, "pods": opts.pods,
-            "extender_throughput_ratio": None if ratio is None else round(ratio, 3),
+            "extender_throughput_ratio": ratio(b, a),
             "goal": ">= 0.8",
             "p99_ms": {"alone": a["p99_ms"], "extender": b["p99_ms"]},
-        }), flush=True)  # fmt: skip
+        }  # fmt: skip
+        if opts.peer_scheduler is not None:
+            c = run_peer(api, opts.peer_scheduler.resolve(), opts.pods, opts.timeout)
+            summary["peer_vs_kube_scheduler_extender"] = ratio(c, b)
+            summary["peer_vs_kube_scheduler_alone"] = ratio(c, a)
+            summary["p99_ms"]["peer"] = c["p99_ms"]
+        print(json.dumps(summary), flush=True)
     finally:
         if reporter is not None:
             reporter.stop.set()

@@ -108,3 +108,33 @@ def test_every_tenth_node_offers_four_gpus() -> None:
     assert "uid" not in node["metadata"]
     assert metric["nodeMetric"]["nodeUsage"]["resources"]["cpu"].endswith("m")
     assert len(bench.gpus("n")) == 4
+
+
+def test_the_peer_scheduler_gets_run_as_client_and_run_bs_load_aware_arguments(
+    tmp_path: Path,
+) -> None:
+    loadaware = yaml.safe_load(bench.VALUES.read_text())["scheduler"]["loadAware"]
+    config = bench.peer_scheduler_config(tmp_path / "kc", loadaware)
+    alone = bench.scheduler_config(tmp_path / "kc", None)
+    assert config["clientConnection"] == alone["clientConnection"]
+    assert config["leaderElection"] == {"leaderElect": False}
+    (profile,) = config["profiles"]
+    assert profile["schedulerName"] == bench.pod("ns", 0)["spec"]["schedulerName"]
+    args = {c["name"]: c["args"] for c in profile["pluginConfig"]}
+    assert args["LoadAwareScheduling"]["usageThresholds"] == loadaware["usageThresholds"]
+    assert args["LoadAwareScheduling"]["nodeMetricExpirationSeconds"] == 180
+    assert args["LoadAwareScheduling"]["filterExpiredNodeMetrics"] is True
+    assert args["DeviceShare"]["kind"] == "DeviceShareArgs"
+    plugins = profile["plugins"]
+    for point in ("filter", "score", "reserve"):
+        names = [p["name"] for p in plugins[point]["enabled"]]
+        assert {"LoadAwareScheduling", "DeviceShare"} <= set(names), point
+    weights = {p["name"]: p["weight"] for p in plugins["score"]["enabled"]}
+    assert weights["Reservation"] == 5000 and weights["LoadAwareScheduling"] == 1
+    binders = [{"name": "Reservation"}, {"name": "DefaultBinder"}]
+    assert plugins["bind"] == {"disabled": [{"name": "*"}], "enabled": binders}
+
+
+def test_the_ratio_of_two_runs_is_none_without_a_rate() -> None:
+    assert bench.ratio({"pods_per_s": 150.0}, {"pods_per_s": 100.0}) == 1.5
+    assert bench.ratio({"pods_per_s": None}, {"pods_per_s": 100.0}) is None
