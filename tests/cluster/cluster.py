@@ -769,7 +769,9 @@ class Cluster:
                 if p.name == "containerd":
                     p.stop()
             problems += self.containerd.cleanup()
-        problems += self._remove_cgroups()
+            # only a cluster with a node made the kubelet's cgroup root: a control plane alone
+            # (node=False) leaves it to the cluster whose node may be running beside it
+            problems += self._remove_cgroups()
         for point in ctrd.mounts_under(self.base):
             ctrd._umount(point)
         left = ctrd.mounts_under(self.base)
