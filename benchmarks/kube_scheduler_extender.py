@@ -68,6 +68,7 @@ from typing import Any, cast
 
 import yaml
 
+from benchmarks.peer_koordlet import NRT_CRD
 from benchmarks.scheduler_sim import GI, generate_cluster
 from koordapi import keys
 from koordapi.device import GPUInfo, build_device
@@ -699,24 +700,7 @@ def start_koord_scheduler(cluster: Cluster, folder: Path, timeout: float = 120) 
 
 # -- Koordinator's own koord-scheduler (run C) ------------------------------------------------
 
-# A stand-in for NodeResourceTopology (NodeNUMAResource's informer lists it): served, no schema.
-NRT_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {
-        "name": "noderesourcetopologies.topology.node.k8s.io",
-        # a *.k8s.io group: the API server wants this annotation (KEP 1111)
-        "annotations": {"api-approved.kubernetes.io": "unapproved, a benchmark's stand-in"},
-    },
-    "spec": {
-        "group": "topology.node.k8s.io",
-        "scope": "Cluster",
-        "names": {"kind": "NodeResourceTopology", "listKind": "NodeResourceTopologyList",
-                  "plural": "noderesourcetopologies", "singular": "noderesourcetopology"},
-        "versions": [{"name": "v1alpha1", "served": True, "storage": True, "schema": {
-            "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
-    },
-}  # fmt: skip
+# NRT_CRD (benchmarks/peer_koordlet.py): NodeNUMAResource's informer lists NodeResourceTopology.
 PEER_ROLE = "koord-scheduler-peer"
 # What kube-scheduler's user (system:kube-scheduler) lacks to run their plugins' informers and
 # writes: Koordinator's groups and the NodeResourceTopology stand-in, all verbs.
