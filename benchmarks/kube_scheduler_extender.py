@@ -244,26 +244,18 @@ def peer_scheduler_config(kubeconfig: Path, loadaware: Mapping[str, Any]) -> dic
             **loadaware}  # fmt: skip
     quota = {"apiVersion": v1, "kind": "ElasticQuotaArgs",
              "quotaGroupNamespace": PEER_QUOTA_NAMESPACE}  # fmt: skip
-    return {
-        "apiVersion": v1,
-        "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {
-            "kubeconfig": str(kubeconfig),
-            "qps": CLIENT_QPS,
-            "burst": CLIENT_BURST,
-        },
-        "leaderElection": {"leaderElect": False},
-        "profiles": [{
-            "schedulerName": "default-scheduler",
-            "plugins": plugins(PEER_PLUGINS),
-            "pluginConfig": [
-                {"name": "NodeResourcesFit", "args": fit},
-                {"name": "LoadAwareScheduling", "args": load},
-                {"name": "ElasticQuota", "args": quota},
-                {"name": "DeviceShare", "args": {"apiVersion": v1, "kind": "DeviceShareArgs"}},
-            ],
-        }],
-    }  # fmt: skip
+    config = scheduler_config(kubeconfig, None)  # run A's client and leader election
+    config["profiles"] = [{
+        "schedulerName": "default-scheduler",
+        "plugins": plugins(PEER_PLUGINS),
+        "pluginConfig": [
+            {"name": "NodeResourcesFit", "args": fit},
+            {"name": "LoadAwareScheduling", "args": load},
+            {"name": "ElasticQuota", "args": quota},
+            {"name": "DeviceShare", "args": {"apiVersion": v1, "kind": "DeviceShareArgs"}},
+        ],
+    }]  # fmt: skip
+    return config
 
 
 def pod(namespace: str, index: int) -> dict[str, Any]:
@@ -667,21 +659,14 @@ def start_koord_scheduler(cluster: Cluster, folder: Path, timeout: float = 120) 
     loadaware = yaml.safe_load(VALUES.read_text())["scheduler"]["loadAware"]
     (folder / "loadaware.yaml").write_text(yaml.safe_dump(loadaware))
     (folder / "koord-scheduler.yaml").write_text(yaml.safe_dump(koord_scheduler_config()))
-    logfile = cluster.base / "logs" / "koord-scheduler.log"
-    command = [
-        "nsenter", f"--net={cluster.netns_path}", str(Path(sys.executable).parent /
-                                                      "koord-scheduler"),
+    proc = spawn(cluster, "koord-scheduler", [
+        str(Path(sys.executable).parent / "koord-scheduler"),
         f"--kubeconfig={cluster.admin_kubeconfig}", f"--secure-port={EXTENDER_PORT}",
         "--bind-address=127.0.0.1", f"--cert-dir={certs}",
         "--metrics-addr={}:{}".format(*EXTENDER_PROBES),
         f"--load-aware-config={folder / 'loadaware.yaml'}",
         f"--config={folder / 'koord-scheduler.yaml'}",
-    ]  # fmt: skip
-    with logfile.open("ab") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    # the cluster's teardown stops it with the rest, by its pid
-    cluster.processes.append(Process("koord-scheduler", proc.pid, logfile, str(cluster.base), proc))
+    ])  # fmt: skip
 
     def ready() -> bool:
         conn = http.client.HTTPConnection(*EXTENDER_PROBES, timeout=5)
@@ -691,10 +676,31 @@ def start_koord_scheduler(cluster: Cluster, folder: Path, timeout: float = 120) 
         except OSError:
             return False
 
+    wait_ready(cluster, "koord-scheduler", proc, ready, timeout)
+
+
+def spawn(cluster: Cluster, name: str, command: list[str]) -> subprocess.Popen[bytes]:
+    """``command`` in the cluster's network namespace, logged to its logs/NAME.log; the
+    cluster's teardown stops it with the rest, by its pid."""
+    logfile = cluster.base / "logs" / f"{name}.log"
+    with logfile.open("ab") as out:
+        proc = subprocess.Popen(["nsenter", f"--net={cluster.netns_path}", *command],
+                                stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    cluster.processes.append(Process(name, proc.pid, logfile, str(cluster.base), proc))
+    return proc
+
+
+def wait_ready(
+    cluster: Cluster, name: str, proc: subprocess.Popen[bytes], ready: Callable[[], bool],
+    timeout: float,
+) -> None:  # fmt: skip
+    """Until ``ready()`` (called in the cluster's namespace) is true; ApiError naming the
+    process's log when it exits or ``timeout`` passes first."""
     end = time.monotonic() + timeout
     while not cluster.in_netns(ready):
         if proc.poll() is not None or time.monotonic() > end:
-            raise ApiError(f"koord-scheduler not ready; its log {logfile}")
+            raise ApiError(f"{name} not ready; its log {cluster.base / 'logs' / name}.log")
         time.sleep(0.5)
 
 
@@ -750,18 +756,11 @@ def start_peer_scheduler(cluster: Cluster, binary: Path, folder: Path,
     loadaware = yaml.safe_load(VALUES.read_text())["scheduler"]["loadAware"]
     config = folder / "peer-koord-scheduler.yaml"
     config.write_text(yaml.safe_dump(peer_scheduler_config(kubeconfig, loadaware)))
-    logfile = cluster.base / "logs" / "peer-koord-scheduler.log"
-    command = [
-        "nsenter", f"--net={cluster.netns_path}", str(binary), f"--config={config}",
+    proc = spawn(cluster, "peer-koord-scheduler", [
+        str(binary), f"--config={config}",
         f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
         "--bind-address=127.0.0.1", "--v=2",
-    ]  # fmt: skip
-    with logfile.open("ab") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    cluster.processes.append(
-        Process("peer-koord-scheduler", proc.pid, logfile, str(cluster.base), proc)
-    )
+    ])  # fmt: skip
 
     def ready() -> bool:
         context = ssl.create_default_context()
@@ -774,11 +773,7 @@ def start_peer_scheduler(cluster: Cluster, binary: Path, folder: Path,
         except OSError:
             return False
 
-    end = time.monotonic() + timeout
-    while not cluster.in_netns(ready):
-        if proc.poll() is not None or time.monotonic() > end:
-            raise ApiError(f"their koord-scheduler not healthy; its log {logfile}")
-        time.sleep(1)
+    wait_ready(cluster, "peer-koord-scheduler", proc, ready, timeout)
 
 
 def run_peer(api: Api, binary: Path, count: int, timeout: float) -> dict[str, Any]:
