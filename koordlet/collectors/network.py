@@ -195,7 +195,7 @@ class NetworkCollector:
                 )
             ):
                 samples.append(Sample(name, labels, now, delta.per_second(i)))
-        self._links.retain(lambda key: key in traffic)
+        self._links.retain_only(traffic.keys())
         samples.extend(self._pod_samples(now))
         return samples
 
@@ -263,6 +263,6 @@ class NetworkCollector:
                 samples.append(
                     Sample("pod_network_transmit_bytes_rate", labels, now, delta.per_second(1))
                 )
-        self._pods.retain(lambda key: key in live)
+        self._pods.retain_only(live)
         self._netns = {uid: v for uid, v in self._netns.items() if uid in seen}
         return samples

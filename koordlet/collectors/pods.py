@@ -86,8 +86,9 @@ class PodCollector:
         for target in found:
             self._cpu(target, now, samples)
             self._memory(target, now, samples)
-        live = [(what, *target.key) for target in found for what in ("cpu", "throttle")]
-        self._counters.retain_only(set(live))
+        self._counters.retain_only(
+            {(what, *target.key) for target in found for what in ("cpu", "throttle")}
+        )
         self.cgroups.sweep()
         return samples
 

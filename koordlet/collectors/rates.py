@@ -90,8 +90,8 @@ class Counters(Generic[K]):
         self._last.pop(key, None)
 
     def retain_only(self, live: Collection[K]) -> int:
-        """Drop the state of every series not in ``live``; returns how many. ``retain`` with
-        a set difference: it runs over every series every pass."""
+        """Drop the state of every series not in ``live``; returns how many (a set
+        difference: it runs over every series every pass)."""
         gone = self._last.keys() - live
         for key in gone:
             del self._last[key]
