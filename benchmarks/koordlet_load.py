@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
+from benchmarks.procstats import cpu_seconds, record_flame, rss_bytes, strategy_times
 from koordapi import keys
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
 from tests.e2e.harness.koordlet import KoordletProcess
@@ -27,40 +26,6 @@ from tests.e2e.harness.node import Node
 
 # koordlet's defaults where the e2e harness shortens them (its NodeMetric report every 2 s)
 DEFAULTS = ("--collect-res-used-interval", "1s", "--node-metric-report-interval", "60s")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-
-
-def strategy_times(koordlet: KoordletProcess) -> dict[str, float]:
-    """Mean milliseconds per run of each QoS manager strategy, from koordlet's histogram."""
-    sums: dict[str, float] = {}
-    counts: dict[str, float] = {}
-    name = "koordlet_qos_strategy_duration_seconds"
-    for line in koordlet.metrics_text().splitlines():
-        for suffix, into in (("_sum{", sums), ("_count{", counts)):
-            if line.startswith(name + suffix):
-                strategy = line.split('strategy="', 1)[1].split('"', 1)[0]
-                into[strategy] = float(line.rsplit(" ", 1)[1])
-    return {k: round(1000 * sums[k] / counts[k], 2) for k in sums if counts.get(k)}
-
-
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
-def record_flame(pid: int, out: Path, seconds: int = 20) -> None:
-    spy = Path(sys.executable).parent / "py-spy"
-    subprocess.run(
-        [str(spy), "record", "--pid", str(pid), "--duration", str(seconds), "--rate", "200",
-         "--format", "flamegraph", "--output", str(out), "--nonblocking"],
-        check=True, capture_output=True,
-    )  # fmt: skip
 
 
 def main() -> int:
@@ -104,7 +69,7 @@ def main() -> int:
                 k: round(v["seconds"] * 1000, 1) for k, v in health.items()
             }
             result["known_pods"] = koordlet.metric("koordlet_known_pods")
-            result["qos_strategy_ms_per_run"] = strategy_times(koordlet)
+            result["qos_strategy_ms_per_run"] = strategy_times(koordlet.metrics_text())
             if args.flame:
                 record_flame(pid, args.flame)
     finally:

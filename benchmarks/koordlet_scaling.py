@@ -41,7 +41,6 @@ import os
 import pickle
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,6 +48,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import generate_latest
+
+from benchmarks.procstats import cpu_seconds, record_flame, rss_bytes, strategy_times
 from nri_plugin.testing import FakeRuntime
 from tests.unit.koordlet.test_whole_koordlet import node_of_pods, standalone_config
 
@@ -137,18 +139,6 @@ def memory_stat(anon: int) -> str:
     return MEMORY_STAT.format(anon=f"{anon:0{WIDTH}d}")
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
-
-
 class Ticker:
     """Every tick, ``fraction`` of the cgroups use 10 ms more CPU and change their anonymous
     memory by a page, written in place."""
@@ -172,16 +162,6 @@ class Ticker:
     def close(self) -> None:
         for fd in self.usage + self.memory:
             os.close(fd)
-
-
-def record_flame(pid: int, out: Path, seconds: int = 20) -> None:
-    spy = Path(sys.executable).parent / "py-spy"
-    fmt = "flamegraph" if out.suffix == ".svg" else "raw"
-    subprocess.run(
-        [str(spy), "record", "--pid", str(pid), "--duration", str(seconds), "--rate", "200",
-         "--format", fmt, "--output", str(out), "--nonblocking"],
-        check=True, capture_output=True,
-    )  # fmt: skip
 
 
 async def measure(size: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -215,7 +195,7 @@ async def measure(size: int, args: argparse.Namespace) -> dict[str, Any]:
         percent = 100 * (cpu1 - cpu0) / (wall1 - wall0)
         out["cpu_percent_of_one_core"] = round(percent, 2)
         out["cpu_percent_per_100_containers"] = round(100 * percent / size, 3)
-        out["rss_mib"] = rss_mib(child.pid)
+        out["rss_mib"] = round(rss_bytes(child.pid) / MIB, 1)
         if args.flame and size == args.flame_size:
             flame = asyncio.create_task(asyncio.to_thread(record_flame, child.pid, args.flame))
             while not flame.done():
@@ -295,15 +275,7 @@ def child(folder: Path) -> int:
         }
         for c in daemon.collectors.collectors
     }
-    sums: dict[str, float] = {}
-    counts: dict[str, float] = {}
-    for metric in daemon.metrics.registry.collect():
-        if metric.name == "koordlet_qos_strategy_duration_seconds":
-            for sample in metric.samples:
-                into = {"_sum": sums, "_count": counts}.get(sample.name[len(metric.name) :])
-                if into is not None:
-                    into[sample.labels["strategy"]] = sample.value
-    strategies = {k: round(1000 * v / counts[k], 2) for k, v in sums.items() if counts.get(k)}
+    strategies = strategy_times(generate_latest(daemon.metrics.registry).decode())
     (folder / "health.json").write_text(json.dumps({"collectors": health, "qos": strategies}))
     return 0
 
