@@ -175,6 +175,36 @@ def pytest_command(tier: Tier) -> list[str]:
     ]  # fmt: skip
 
 
+def failures(output: str) -> list[str]:
+    """pytest's short test summary lines in ``output`` ("FAILED tests/e2e/test_x.py::test_y -
+    AssertionError: ..."). The tiers repeat them in their last lines: CI shows the tail of a
+    long run, where a tier's failure was named but not the test (CI's v2-containerd17 lane,
+    2026-12-07)."""
+    return [line for line in output.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+
+
+def tee(command: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run ``command``, its output (stderr with stdout) copied to stdout as it comes; its exit
+    status and that output."""
+    seen = bytearray()
+    with subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    ) as proc:
+        assert proc.stdout is not None
+        while chunk := os.read(proc.stdout.fileno(), 65536):
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+            seen += chunk
+    return proc.returncode, seen.decode(errors="replace")
+
+
+def verdict(name: str, rc: int, output: str, after: str = "") -> str:
+    """A tier's (or a VM's) closing line, with the tests that failed under it."""
+    lines = [f"tiers: {name}: {'passed' if rc == 0 else f'FAILED (exit {rc})'}{after}"]
+    lines += [f"tiers:   {line}" for line in failures(output)]
+    return "\n".join(lines)
+
+
 def run_here(names: list[str]) -> int:
     """Run the tiers one after the other in this machine (or guest); 1 if any failed."""
     results = []
@@ -183,11 +213,11 @@ def run_here(names: list[str]) -> int:
         env = dict(os.environ, **tier.env, **{TIER_ENV: name})
         print(f"tiers: {name}: {' '.join(f'{k}={v}' for k, v in tier.env.items())}", flush=True)
         start = time.monotonic()
-        rc = subprocess.run(pytest_command(tier), env=env, check=False).returncode
-        results.append((name, rc, time.monotonic() - start))
-    for name, rc, seconds in results:
-        print(f"tiers: {name}: {'passed' if rc == 0 else f'FAILED (exit {rc})'} in {seconds:.0f} s")
-    return 0 if all(rc == 0 for _, rc, _ in results) else 1
+        rc, output = tee(pytest_command(tier), env)
+        results.append((name, rc, output, time.monotonic() - start))
+    for name, rc, output, seconds in results:
+        print(verdict(name, rc, output, f" in {seconds:.0f} s"))
+    return 0 if all(rc == 0 for _, rc, _, _ in results) else 1
 
 
 def plan_lanes(names: list[str], count: int) -> list[list[str]]:
@@ -216,17 +246,17 @@ def run_in_vm(names: list[str], timeout: float, lanes: int) -> int:
         return 0
     env = {k: v for k, v in os.environ.items() if k == REQUIRED_ENV}
 
-    def run_lane(lane: list[str]) -> int:
+    def run_lane(lane: list[str]) -> vm.VmResult:
         command = [sys.executable, "-m", "tests.e2e.tiers", *lane]
         prefix = f"[{'+'.join(lane)}] " if len(planned) > 1 else ""
-        return vm.run(command, cwd=paths.REPO_ROOT, timeout=timeout, env=env, prefix=prefix).rc
+        return vm.run(command, cwd=paths.REPO_ROOT, timeout=timeout, env=env, prefix=prefix)
 
     planned = plan_lanes(names, lanes)
     with ThreadPoolExecutor(len(planned)) as pool:
-        rcs = list(pool.map(run_lane, planned))
-    for lane, rc in zip(planned, rcs, strict=True):
-        print(f"tiers: VM {'+'.join(lane)}: {'passed' if rc == 0 else f'FAILED (exit {rc})'}")
-    return 0 if all(rc == 0 for rc in rcs) else 1
+        results = list(pool.map(run_lane, planned))
+    for lane, result in zip(planned, results, strict=True):
+        print(verdict(f"VM {'+'.join(lane)}", result.rc, result.output))
+    return 0 if all(result.rc == 0 for result in results) else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -184,6 +184,7 @@ class VmResult:
     rc: int
     boot_seconds: float | None  # until the initramfs handed over to systemd
     total_seconds: float
+    output: str = ""  # what the command printed in the last VM (already copied to stdout)
 
 
 def guest_script(run: Path, command: list[str], cwd: Path, env: dict[str, str]) -> str:
@@ -378,11 +379,13 @@ def run(
         print("\n".join(kernel_death(console) or console.splitlines()[-30:]), file=sys.stderr)
     boot_text = "?" if boot is None else f"{boot:.1f}"
     print(f"{prefix}koord-vm: boot {boot_text} s, total {total:.1f} s, exit {rc}", flush=True)
+    out = run_dir / "out"
+    output = out.read_bytes().decode(errors="replace") if out.exists() else ""
     if keep or crashes or rc == VM_FAILED_RC:
         print(f"{prefix}koord-vm: run folder kept: {run_dir}", flush=True)
     else:
         shutil.rmtree(run_dir, ignore_errors=True)
-    return VmResult(rc, boot, total)
+    return VmResult(rc, boot, total, output)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,49 @@ def test_vm_tiers_are_spread_over_lanes_longest_first(monkeypatch: pytest.Monkey
     assert tiers.plan_lanes(["a", "b", "c", "d"], 1) == [["a", "b", "c", "d"]]
     assert tiers.plan_lanes(["d", "a"], 8) == [["a"], ["d"]]
     assert tiers.plan_lanes(["c"], 0) == [["c"]]  # at least one VM
+
+
+SUMMARY = "FAILED tests/e2e/test_nri.py::test_x - AssertionError: 2 != 1024"
+
+
+def test_a_failed_tiers_tests_are_named_again_in_its_last_lines(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    fake = {name: tiers.Tier(name, vm=False) for name in ("a", "b")}
+    monkeypatch.setattr(tiers, "TIERS", fake)
+    # tier a prints pytest's summary line and fails; tier b passes after it
+    scripts = {
+        "a": f"print('F.'); print({SUMMARY!r}); raise SystemExit(1)",
+        "b": "print('ERRORS are words, not a summary line')",
+    }
+    monkeypatch.setattr(
+        tiers, "pytest_command", lambda tier: [sys.executable, "-c", scripts[tier.name]]
+    )
+    assert tiers.run_here(["a", "b"]) == 1
+    out = capfd.readouterr().out
+    assert SUMMARY in out.split("tiers: a: FAILED", 1)[0]  # copied as it came
+    *_, a, named, b = out.splitlines()
+    assert a.startswith("tiers: a: FAILED (exit 1) in ")
+    assert named == f"tiers:   {SUMMARY}"
+    assert b.startswith("tiers: b: passed in ")
+
+
+def test_a_failed_vms_tests_are_named_after_all_lanes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = {name: tiers.Tier(name, vm=True) for name in ("a", "b")}
+    monkeypatch.setattr(tiers, "TIERS", fake)
+    monkeypatch.setattr(vm, "missing_prerequisites", list)
+
+    def run(command: list[str], **_: object) -> vm.VmResult:
+        failed = "b" in command
+        output = f"tiers: b: FAILED (exit 1) in 3 s\ntiers:   {SUMMARY}\n{SUMMARY}\n"
+        return vm.VmResult(int(failed), 4.0, 9.0, output if failed else "all passed\n")
+
+    monkeypatch.setattr(vm, "run", run)
+    assert tiers.run_in_vm(["a", "b"], timeout=60, lanes=2) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "tiers: VM a: passed",
+        "tiers: VM b: FAILED (exit 1)",
+        f"tiers:   {SUMMARY}",  # once: the guest's own repetition is not a summary line
+    ]

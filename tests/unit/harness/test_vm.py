@@ -216,6 +216,7 @@ def test_a_kernel_death_under_the_command_runs_it_once_more_and_keeps_the_consol
     # the second VM's output follows, the first's is not copied twice
     assert out.count("[v2] boot 1\n") == 1 and out.count("[v2] boot 2\n") == 1
     assert (seen[0] / "console-crash-1.log").read_text() == OOPS  # kept for a look
+    assert result.output == "boot 2\n"  # the command's output in the VM that finished it
 
 
 def test_a_second_kernel_death_fails_the_run(
