@@ -117,6 +117,17 @@ class Config:
         default="koordlet_nri", metadata=flag("runtime-hooks-nri-plugin-name")
     )
     nri_plugin_index: str = field(default="00", metadata=flag("runtime-hooks-nri-plugin-index"))
+    nri_request_timeout: float = field(
+        default=2.0,
+        metadata=flag(
+            "runtime-hooks-nri-request-timeout",
+            "the runtime's time for each NRI request (containerd's plugin_request_timeout), for a "
+            "runtime that does not say it (NRI before v0.7: containerd 1.7); each hook then has "
+            "a quarter of it before it is answered with no change",
+            parse=positive_seconds,
+            ours=True,
+        ),
+    )
     failure_policy: FailurePolicy = field(
         default=FailurePolicy.IGNORE, metadata=flag("runtime-hooks-plugin-failure-policy")
     )

@@ -716,6 +716,7 @@ class Koordlet:
                 name=config.nri_plugin_name,
                 index=config.nri_plugin_index,
                 socket_path=config.nri_socket,
+                request_timeout=config.nri_request_timeout,
                 on_handled=self._on_handled,
                 on_served=self._on_served,
                 on_close=lambda: self.metrics.nri_connected.labels(config.node_name).set(0),

@@ -123,8 +123,9 @@ class Stub:
     ``socket_path`` is dialled in external mode (the default). When the runtime launched this
     process (NRI_PLUGIN_SOCKET names an inherited socket fd) that socket is used instead, and
     ``run`` returns when it closes. ``handler_budget`` caps each handler (seconds); by default
-    it is a quarter of the runtime's request timeout, at most 0.5 s. ``on_handled(name,
-    seconds, outcome)`` reports each handler run ("ok", "error" or "overrun") and
+    it is a quarter of the runtime's request timeout: what its Configure says (NRI v0.7+), else
+    ``request_timeout`` (default 2 s, containerd's; containerd 1.7 does not say).
+    ``on_handled(name, seconds, outcome)`` reports each handler run ("ok", "error" or "overrun") and
     ``on_served(method, seconds)`` each whole RPC, from request decoding to reply written.
     """
 
@@ -136,6 +137,7 @@ class Stub:
         index: str | None = None,
         socket_path: str | Path | None = None,
         handler_budget: float | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         reconnect: bool = True,
         backoff_initial: float = 0.1,
         backoff_max: float = 5.0,
@@ -161,7 +163,8 @@ class Stub:
         self.runtime_name = ""
         self.runtime_version = ""
         self.nri_version = ""
-        self.request_timeout = DEFAULT_REQUEST_TIMEOUT
+        self._request_timeout_unsaid = request_timeout
+        self.request_timeout = request_timeout  # each runtime's Configure may say otherwise
         self.events_mask = 0
         self.registrations = 0  # sessions that got through Configure
         self.overruns = 0  # handler runs answered with "no change" for overrunning the budget
@@ -179,7 +182,10 @@ class Stub:
     def handler_budget(self) -> float:
         if self._budget_override is not None:
             return self._budget_override
-        return min(0.5, self.request_timeout / 4)
+        # A quarter: the answer leaves the handler thread, crosses the event loop and the socket
+        # within the rest. No fixed cap: under a runtime given more time (a slow or emulated
+        # machine) a cap would answer "no change" where the runtime would still have waited.
+        return self.request_timeout / 4
 
     @property
     def connected(self) -> bool:
@@ -426,8 +432,11 @@ class Stub:
         request.ParseFromString(payload)
         self.runtime_name, self.runtime_version = request.runtime_name, request.runtime_version
         self.nri_version = request.NRI_version
-        if request.request_timeout > 0:
-            self.request_timeout = request.request_timeout / 1000
+        self.request_timeout = (
+            request.request_timeout / 1000
+            if request.request_timeout > 0
+            else self._request_timeout_unsaid
+        )
         valid = events.valid_events(request.NRI_version)
         mask = self.handled & valid
         if self.handled & ~valid:

@@ -122,7 +122,8 @@ def test_containerd_launches_the_installed_koordlet_which_adjusts_containers(
     args = (
         f"--addr=127.0.0.1:{port} --tsdb-path={layout.base / 'plugin-metrics'} "
         f"--node-metric-file= --containerd-endpoint={layout.address} "
-        "--feature-gates=SchedLatencyCollector=false"
+        "--feature-gates=SchedLatencyCollector=false "
+        f"--runtime-hooks-nri-request-timeout={node.containerd.settings.nri_request_timeout}"
     )
     _, log = install_plugin(node, args)
 

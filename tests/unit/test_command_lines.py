@@ -88,6 +88,8 @@ OLD_KOORDLET: OldFlags = {
     "--prediction-model-expiration-duration": ("30m", None),
     "--prediction-model-checkpoint-interval": ("10m", None),
     "--prediction-model-checkpoint-max-per-step": (12, None),
+    # added later, ours: containerd 1.7 does not send its NRI request timeout
+    "--runtime-hooks-nri-request-timeout": ("2s", None),
 }
 
 

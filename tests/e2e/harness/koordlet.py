@@ -93,6 +93,9 @@ class KoordletProcess:
             "2s",
             "--containerd-endpoint",
             str(node.containerd.layout.address),
+            # containerd 1.7 does not send its request timeout, stretched in the VM's emulation
+            "--runtime-hooks-nri-request-timeout",
+            node.containerd.settings.nri_request_timeout,
             *probes_off_in_vm(args),
         ]
         self.proc: subprocess.Popen[bytes] | None = None

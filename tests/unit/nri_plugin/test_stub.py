@@ -239,6 +239,59 @@ def test_a_handler_that_overruns_its_budget_is_answered_with_no_change(tmp_path:
     run(scenario())
 
 
+class Sleepy:
+    """create_container answers after ``seconds``."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    async def create_container(
+        self, pod: api.PodSandbox, ctr: api.Container
+    ) -> tuple[api.ContainerAdjustment, list[api.ContainerUpdate]]:
+        await asyncio.sleep(self.seconds)
+        adjust = api.ContainerAdjustment()
+        adjust.linux.resources.cpu.shares.value = 2
+        return adjust, []
+
+
+def test_the_budget_is_a_quarter_of_the_runtimes_timeout_else_of_the_one_the_plugin_was_given(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        seen: list[tuple[str, str]] = []
+        # a runtime that does not say (NRI before v0.7, containerd 1.7) configured with 4 s, as
+        # the plugin was told: 1 s, so a 0.7 s handler is answered in full (no fixed cap)
+        (tmp_path / "a").mkdir()
+        runtime, stub, session, task = await start(
+            tmp_path / "a",
+            Sleepy(0.7),
+            request_timeout=4.0,
+            on_handled=lambda n, s, o: seen.append((n, o)),
+        )
+        reply = await session.create_container(pod(), container())
+        assert reply.adjust.linux.resources.cpu.shares.value == 2
+        assert stub.handler_budget == 1.0
+        await finish(runtime, stub, task)
+
+        # a runtime that says 1 s is believed over the plugin's 4 s: 0.25 s, overrun
+        (tmp_path / "b").mkdir()
+        says = FakeRuntime(nri_version="v0.9.0", request_timeout=1.0)
+        runtime, stub, session, task = await start(
+            tmp_path / "b",
+            Sleepy(0.7),
+            says,
+            request_timeout=4.0,
+            on_handled=lambda n, s, o: seen.append((n, o)),
+        )
+        reply = await session.create_container(pod(), container())
+        assert not reply.HasField("adjust")
+        assert stub.handler_budget == 0.25
+        assert seen == [("create_container", "ok"), ("create_container", "overrun")]
+        await finish(runtime, stub, task)
+
+    run(scenario())
+
+
 class Blocking:
     """Plain handlers: create_container blocks until released (a rule stuck in a syscall or a
     long computation, which no event loop can interrupt); each handler records its end."""
