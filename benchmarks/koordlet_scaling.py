@@ -25,11 +25,18 @@ the fake tree's files are plain page-cache files that cost the kernel less to pr
 Prints one JSON line; nothing is asserted.
 
     PYTHONPATH=. .venv/bin/python benchmarks/koordlet_scaling.py [--sizes 50,200,1000] \
-        [--seconds 30] [--settle 10] [--moving 1.0] [--flame /tmp/flame-200.svg [--flame-size 200]]
+        [--seconds 30] [--settle 10] [--moving 1.0] [--lag-seconds 20] \
+        [--flame /tmp/flame-200.svg [--flame-size 200]]
 
 ``--flame`` records koordlet with py-spy for 20 s after the measurement at ``--flame-size``
 (py-spy's cost never enters the measured window): an SVG flame graph, or py-spy's raw
 collapsed stacks when the name does not end in .svg.
+
+After the CPU window (and the flame), for ``--lag-seconds``, a probe in koordlet's event loop
+(the loop that answers NRI) measures how late a 10 ms sleep wakes while the collectors and
+strategies run, and this process, as containerd, sends a CreateContainer every 50 ms for a
+container of the first (BE) pod and times each reply: ``loop_lag_ms`` and
+``create_container_ms``. The probe is not in the CPU window.
 """
 
 from __future__ import annotations
@@ -50,11 +57,13 @@ from typing import Any
 
 from prometheus_client import generate_latest
 
-from benchmarks.procstats import cpu_seconds, record_flame, rss_bytes, strategy_times
-from nri_plugin.testing import FakeRuntime
+from benchmarks.procstats import cpu_seconds, record_flame, rss_bytes, strategy_times, summary
+from nri_plugin import api
+from nri_plugin.testing import FakeRuntime, PluginSession
 from tests.unit.koordlet.test_whole_koordlet import node_of_pods, standalone_config
 
 MIB = 1 << 20
+LAG_PROBE_S = 0.010
 # A container's memory.stat on cgroup v1, as this host's kernel writes it (42 lines).
 MEMORY_STAT = """cache 10977280
 rss 3776512
@@ -180,7 +189,7 @@ async def measure(size: int, args: argparse.Namespace) -> dict[str, Any]:
     child = await asyncio.create_subprocess_exec(sys.executable, __file__, "--child", str(folder))
     out: dict[str, Any] = {"pods": size, "containers": size}
     try:
-        await runtime.next_session(timeout=120)  # koordlet started and synchronized
+        session = await runtime.next_session(timeout=120)  # koordlet started and synchronized
 
         async def ticking(seconds: float) -> None:
             end = time.monotonic() + seconds
@@ -202,19 +211,57 @@ async def measure(size: int, args: argparse.Namespace) -> dict[str, Any]:
                 ticker.tick()
                 await asyncio.wait([flame], timeout=1.0)
             flame.result()
+        if args.lag_seconds > 0:
+            child.send_signal(signal.SIGUSR1)  # the lag probe starts
+            replies = await creating(session, pods[0], ticker, args.lag_seconds)
+            out["create_container_ms"] = summary(replies)
     finally:
         child.send_signal(signal.SIGTERM)  # koordlet's own handler: a clean stop
         await asyncio.wait_for(child.wait(), 60)
         ticker.close()
         await runtime.close()
-    report = json.loads((folder / "health.json").read_text())
-    health = report["collectors"]
-    out["collector_pass_ms"] = {k: v.pop("ms") for k, v in health.items()}
-    out["collector_problems"] = {k: v for k, v in health.items() if any(v.values())}
-    out["qos_strategy_ms_per_run"] = report["qos"]
+    out.update(child_report(folder / "health.json"))
     out["floor"] = floor(folder / "cgroup", dirs)
     shutil.rmtree(folder)
     return out
+
+
+def child_report(path: Path) -> dict[str, Any]:
+    """What the child wrote as it stopped: collectors' pass times and problems, strategies'
+    times, the event loop's lag (when probed)."""
+    report = json.loads(path.read_text())
+    health = report["collectors"]
+    out = {
+        "collector_pass_ms": {k: v.pop("ms") for k, v in health.items()},
+        "collector_problems": {k: v for k, v in health.items() if any(v.values())},
+        "qos_strategy_ms_per_run": report["qos"],
+    }
+    if report["loop_lag_ms"]:
+        out["loop_lag_ms"] = summary(report["loop_lag_ms"])
+    return out
+
+
+async def creating(
+    session: PluginSession, pod: api.PodSandbox, ticker: Ticker, seconds: float
+) -> list[float]:
+    """CreateContainer for a container of ``pod`` every 50 ms for ``seconds`` (the counters
+    still moving every second); each reply's milliseconds."""
+    container = api.Container(id="lag-probe", pod_sandbox_id=pod.id, name="main")
+    container.linux.cgroups_path = f"{pod.linux.cgroup_parent}/lag-probe"
+    replies: list[float] = []
+    end = time.monotonic() + seconds
+    tick = time.monotonic()
+    while time.monotonic() < end:
+        if time.monotonic() >= tick:
+            ticker.tick()
+            tick += 1.0
+        started = time.perf_counter()
+        reply = await session.create_container(pod, container)
+        replies.append(1000 * (time.perf_counter() - started))
+        if not reply.adjust.linux.resources.cpu.HasField("shares"):
+            raise RuntimeError("koordlet's answer has no cpu shares: no hook answered")
+        await asyncio.sleep(0.05)
+    return replies
 
 
 def floor(root: Path, dirs: list[str], passes: int = 20) -> dict[str, float]:
@@ -265,7 +312,24 @@ def child(folder: Path) -> int:
 
     config = pickle.loads((folder / "config.pickle").read_bytes())  # noqa: S301 - ours
     daemon = Koordlet(config)
-    asyncio.run(daemon.run())
+    lag_ms: list[float] = []
+
+    async def run() -> None:
+        probing = asyncio.Event()  # SIGUSR1: after the CPU window
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, probing.set)
+
+        async def probe() -> None:
+            await probing.wait()
+            while True:
+                started = time.perf_counter()
+                await asyncio.sleep(LAG_PROBE_S)
+                lag_ms.append(1000 * (time.perf_counter() - started - LAG_PROBE_S))
+
+        probing_task = asyncio.create_task(probe())
+        await daemon.run()
+        probing_task.cancel()
+
+    asyncio.run(run())
     health = {
         c.name: {
             "ms": round(1000 * daemon.collectors.health[c.name].seconds, 2),
@@ -276,7 +340,8 @@ def child(folder: Path) -> int:
         for c in daemon.collectors.collectors
     }
     strategies = strategy_times(generate_latest(daemon.metrics.registry).decode())
-    (folder / "health.json").write_text(json.dumps({"collectors": health, "qos": strategies}))
+    report = {"collectors": health, "qos": strategies, "loop_lag_ms": lag_ms}
+    (folder / "health.json").write_text(json.dumps(report))
     return 0
 
 
@@ -288,6 +353,7 @@ def main() -> int:
     parser.add_argument("--moving", type=float, default=1.0, help="fraction of busy cgroups")
     parser.add_argument("--flame", type=Path, help="py-spy output (SVG or raw stacks)")
     parser.add_argument("--flame-size", type=int, default=200)
+    parser.add_argument("--lag-seconds", type=float, default=20.0, help="0: no lag window")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

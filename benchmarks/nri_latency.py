@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.procstats import percentile, summary
 from koordapi import keys
 from tests.e2e.harness import paths
 from tests.e2e.harness.cri import ContainerSpec, PodSpec
@@ -69,25 +70,6 @@ class Mode:
     create_ms: list[float] = field(default_factory=list)
     self_us: dict[str, list[float]] = field(default_factory=dict)
     connects: int = 0
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
-def summary(values: list[float], digits: int = 3) -> dict[str, float]:
-    if not values:
-        return {"n": 0}
-    return {
-        "n": len(values),
-        "min": round(min(values), digits),
-        "p50": round(percentile(values, 0.5), digits),
-        "p90": round(percentile(values, 0.9), digits),
-        "p99": round(percentile(values, 0.99), digits),
-        "max": round(max(values), digits),
-    }
 
 
 def go_plugin(args: argparse.Namespace) -> Path | None:

@@ -47,8 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.nri_latency import percentile, summary
-from benchmarks.procstats import cpu_seconds, rss_bytes
+from benchmarks.procstats import cpu_seconds, percentile, rss_bytes, summary
 from koordapi import keys
 from tests.cluster.cluster import CGROUP_ROOT, NODE_NAME, Cluster
 from tests.e2e.harness import images

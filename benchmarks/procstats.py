@@ -1,6 +1,7 @@
 """What the koordlet benchmarks read of a process from outside: CPU time and RSS from /proc,
-the QoS strategies' mean time from koordlet's metrics, a py-spy recording. Light on imports:
-koordlet_scaling.py's child, which runs koordlet and is measured, imports it."""
+the QoS strategies' mean time from koordlet's metrics, a py-spy recording; and the percentiles
+they print. Light on imports: koordlet_scaling.py's child, which runs koordlet and is measured,
+imports it."""
 
 from __future__ import annotations
 
@@ -46,3 +47,22 @@ def record_flame(pid: int, out: Path, seconds: int = 20) -> None:
          "--format", fmt, "--output", str(out), "--nonblocking"],
         check=True, capture_output=True,
     )  # fmt: skip
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def summary(values: list[float], digits: int = 3) -> dict[str, float]:
+    if not values:
+        return {"n": 0}
+    return {
+        "n": len(values),
+        "min": round(min(values), digits),
+        "p50": round(percentile(values, 0.5), digits),
+        "p90": round(percentile(values, 0.9), digits),
+        "p99": round(percentile(values, 0.99), digits),
+        "max": round(max(values), digits),
+    }
