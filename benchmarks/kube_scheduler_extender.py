@@ -56,7 +56,6 @@ import os
 import re
 import shutil
 import ssl
-import subprocess
 import sys
 import threading
 import time
@@ -72,7 +71,7 @@ from benchmarks.peer_koordlet import NRT_CRD
 from benchmarks.scheduler_sim import GI, generate_cluster
 from koordapi import keys
 from koordapi.device import GPUInfo, build_device
-from tests.cluster.cluster import NODE_IP, Cluster, Process
+from tests.cluster.cluster import NODE_IP, Cluster, scheduler_healthy
 from tests.unit.charts import helm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -659,8 +658,7 @@ def start_koord_scheduler(cluster: Cluster, folder: Path, timeout: float = 120) 
     loadaware = yaml.safe_load(VALUES.read_text())["scheduler"]["loadAware"]
     (folder / "loadaware.yaml").write_text(yaml.safe_dump(loadaware))
     (folder / "koord-scheduler.yaml").write_text(yaml.safe_dump(koord_scheduler_config()))
-    proc = spawn(cluster, "koord-scheduler", [
-        str(Path(sys.executable).parent / "koord-scheduler"),
+    cluster.spawn("koord-scheduler", binary=Path(sys.executable).parent / "koord-scheduler", args=[
         f"--kubeconfig={cluster.admin_kubeconfig}", f"--secure-port={EXTENDER_PORT}",
         "--bind-address=127.0.0.1", f"--cert-dir={certs}",
         "--metrics-addr={}:{}".format(*EXTENDER_PROBES),
@@ -676,32 +674,7 @@ def start_koord_scheduler(cluster: Cluster, folder: Path, timeout: float = 120) 
         except OSError:
             return False
 
-    wait_ready(cluster, "koord-scheduler", proc, ready, timeout)
-
-
-def spawn(cluster: Cluster, name: str, command: list[str]) -> subprocess.Popen[bytes]:
-    """``command`` in the cluster's network namespace, logged to its logs/NAME.log; the
-    cluster's teardown stops it with the rest, by its pid."""
-    logfile = cluster.base / "logs" / f"{name}.log"
-    with logfile.open("ab") as out:
-        proc = subprocess.Popen(["nsenter", f"--net={cluster.netns_path}", *command],
-                                stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    cluster.processes.append(Process(name, proc.pid, logfile, str(cluster.base), proc))
-    return proc
-
-
-def wait_ready(
-    cluster: Cluster, name: str, proc: subprocess.Popen[bytes], ready: Callable[[], bool],
-    timeout: float,
-) -> None:  # fmt: skip
-    """Until ``ready()`` (called in the cluster's namespace) is true; ApiError naming the
-    process's log when it exits or ``timeout`` passes first."""
-    end = time.monotonic() + timeout
-    while not cluster.in_netns(ready):
-        if proc.poll() is not None or time.monotonic() > end:
-            raise ApiError(f"{name} not ready; its log {cluster.base / 'logs' / name}.log")
-        time.sleep(0.5)
+    cluster.wait("koord-scheduler's /readyz", lambda: cluster.in_netns(ready), timeout)
 
 
 # -- Koordinator's own koord-scheduler (run C) ------------------------------------------------
@@ -756,24 +729,15 @@ def start_peer_scheduler(cluster: Cluster, binary: Path, folder: Path,
     loadaware = yaml.safe_load(VALUES.read_text())["scheduler"]["loadAware"]
     config = folder / "peer-koord-scheduler.yaml"
     config.write_text(yaml.safe_dump(peer_scheduler_config(kubeconfig, loadaware)))
-    proc = spawn(cluster, "peer-koord-scheduler", [
-        str(binary), f"--config={config}",
+    cluster.spawn("peer-koord-scheduler", binary=binary, args=[
+        f"--config={config}",
         f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
         "--bind-address=127.0.0.1", "--v=2",
     ])  # fmt: skip
 
-    def ready() -> bool:
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE  # its own self-signed serving pair
-        conn = http.client.HTTPSConnection("127.0.0.1", 10259, context=context, timeout=5)
-        try:
-            conn.request("GET", "/healthz")
-            return conn.getresponse().read() == b"ok"
-        except OSError:
-            return False
-
-    wait_ready(cluster, "peer-koord-scheduler", proc, ready, timeout)
+    cluster.wait(
+        "their koord-scheduler's /healthz", lambda: cluster.in_netns(scheduler_healthy), timeout
+    )
 
 
 def run_peer(api: Api, binary: Path, count: int, timeout: float) -> dict[str, Any]:

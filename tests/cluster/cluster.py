@@ -183,6 +183,17 @@ def kubeconfig(server: str, ca: Path, pair: pki.Pair, user: str) -> str:
     )
 
 
+def scheduler_healthy() -> bool:
+    """kube-scheduler's /healthz (or that of a build of it) answers ok on its secure port;
+    called in the cluster's network namespace."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # its own self-signed serving certificate
+    url = "https://127.0.0.1:10259/healthz"
+    with urllib.request.urlopen(url, context=context, timeout=5) as r:
+        return bool(r.read() == b"ok")
+
+
 @dataclass
 class Cluster:
     """See the module docstring; ``Cluster.start()`` brings one up."""
@@ -265,7 +276,7 @@ class Cluster:
         self.made_koordlet_dir = node and not KOORDLET_DIR.exists()
         self._namespaces()
         self._pki()
-        self._spawn("etcd", [
+        self.spawn("etcd", [
             "etcd", "--name=koord-node", f"--data-dir={self.base / 'etcd'}",
             "--listen-client-urls=http://127.0.0.1:2379",
             "--advertise-client-urls=http://127.0.0.1:2379",
@@ -274,29 +285,29 @@ class Cluster:
             "--initial-cluster=koord-node=http://127.0.0.1:2380",
             "--unsafe-no-fsync", "--log-level=warn",
         ])  # fmt: skip
-        self._spawn("kube-apiserver", self._apiserver_args())
-        self._wait("the API server's /readyz", lambda: self.get("/readyz") == "ok", timeout)
+        self.spawn("kube-apiserver", self._apiserver_args())
+        self.wait("the API server's /readyz", lambda: self.get("/readyz") == "ok", timeout)
         if not node:
-            self._spawn("kube-scheduler", self._scheduler_args())
+            self.spawn("kube-scheduler", self._scheduler_args())
             log.info("cluster: control plane up in %.0f s (%s)", time.monotonic() - started,
                      self.base)  # fmt: skip
             return
-        self._spawn("kube-controller-manager", self._controller_manager_args())
-        self._spawn("kube-scheduler", self._scheduler_args())
-        self._spawn("kube-proxy", ["kube-proxy", f"--config={self._kube_proxy_config()}"])
+        self.spawn("kube-controller-manager", self._controller_manager_args())
+        self.spawn("kube-scheduler", self._scheduler_args())
+        self.spawn("kube-proxy", ["kube-proxy", f"--config={self._kube_proxy_config()}"])
         self.apply(COREDNS_RBAC)
-        self._spawn(
+        self.spawn(
             "coredns", ["-conf", str(self._corefile())], binary=self.binary.parent / "coredns"
         )
         self._start_containerd()
         self._make_cgroup_root()
-        self._spawn("kubelet", [
+        self.spawn("kubelet", [
             "kubelet", f"--config={self._kubelet_config()}",
             f"--kubeconfig={self.config_path('kubelet')}",
             f"--root-dir={self.kubelet_dir}", f"--cert-dir={self.base / 'kubelet-pki'}",
             f"--hostname-override={NODE_NAME}", f"--node-ip={NODE_IP}", "--v=1",
         ], enter=self.node_enter)  # fmt: skip
-        self._wait("the node Ready", self.node_ready, timeout)
+        self.wait("the node Ready", self.node_ready, timeout)
         log.info("cluster: up in %.0f s (%s)", time.monotonic() - started, self.base)
 
     @property
@@ -414,17 +425,8 @@ class Cluster:
         for old in [p for p in self.processes if p.name == "kube-scheduler"]:
             old.stop()
             self.processes.remove(old)
-        self._spawn("kube-scheduler", self._scheduler_args(*extra))
-
-        def healthy() -> bool:
-            context = ssl.create_default_context()
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE  # its own self-signed serving certificate
-            url = "https://127.0.0.1:10259/healthz"
-            with urllib.request.urlopen(url, context=context, timeout=5) as r:
-                return bool(r.read() == b"ok")
-
-        self._wait("kube-scheduler's /healthz", lambda: self.in_netns(healthy), timeout)
+        self.spawn("kube-scheduler", self._scheduler_args(*extra))
+        self.wait("kube-scheduler's /healthz", lambda: self.in_netns(scheduler_healthy), timeout)
 
     def _kube_proxy_config(self) -> Path:
         path = self.base / "kube-proxy.yaml"
@@ -560,9 +562,12 @@ class Cluster:
                 if (hierarchy / name).exists():
                     (top / name).write_text((hierarchy / name).read_text())
 
-    def _spawn(
+    def spawn(
         self, name: str, args: list[str], enter: tuple[str, ...] = (), binary: Path | None = None
     ) -> None:
+        """``binary`` (the Kubernetes binary by default) with ``args``, in the cluster's network
+        namespace unless ``enter`` says otherwise, logged to logs/NAME.log; the teardown stops
+        it by its pid (a benchmark's scheduler too)."""
         logfile = self.base / "logs" / f"{name}.log"
         logfile.parent.mkdir(exist_ok=True)
         enter = enter or ("nsenter", f"--net={self.netns_path}")
@@ -574,7 +579,9 @@ class Cluster:
             )  # fmt: skip
         self.processes.append(Process(name, proc.pid, logfile, str(self.base), proc))
 
-    def _wait(self, what: str, ready: Callable[[], bool], timeout: float) -> None:
+    def wait(self, what: str, ready: Callable[[], bool], timeout: float) -> None:
+        """Until ``ready()``; ClusterError with the logs when a process exits or ``timeout``
+        passes first."""
         end = deadline(timeout)
         while time.monotonic() < end:
             for p in self.processes:
@@ -748,8 +755,8 @@ class Cluster:
         (old,) = [p for p in self.processes if p.name == "kube-apiserver"]
         old.stop()
         self.processes.remove(old)
-        self._spawn("kube-apiserver", self._apiserver_args())
-        self._wait("the API server's /readyz again", lambda: self.get("/readyz") == "ok", timeout)
+        self.spawn("kube-apiserver", self._apiserver_args())
+        self.wait("the API server's /readyz again", lambda: self.get("/readyz") == "ok", timeout)
 
     # -- teardown ---------------------------------------------------------------------------
 
