@@ -682,6 +682,15 @@ class Cluster:
     def get(self, path: str) -> Any:
         return self.api("GET", path)
 
+    def delete(self, path: str) -> None:
+        """DELETE ``path``; one already gone (404) is no error: a cleanup races the controllers
+        that remove objects with their owners (a PodMigrationJob's Reservation, say)."""
+        try:
+            self.api("DELETE", path)
+        except ClusterError as err:
+            if ": 404 " not in str(err):
+                raise
+
     def node_ready(self) -> bool:
         node = self.get(f"/api/v1/nodes/{NODE_NAME}")
         conditions = node.get("status", {}).get("conditions", [])

@@ -198,11 +198,7 @@ class OtherNode:
             f"/apis/slo.koordinator.sh/v1alpha1/nodeslos/{self.name}",
             f"/api/v1/nodes/{self.name}",
         ):
-            try:
-                self.cluster.api("DELETE", path)
-            except ClusterError as err:
-                if ": 404 " not in str(err):
-                    raise
+            self.cluster.delete(path)
         self.cluster.wait_for(f"node {self.name} gone", self._gone, timeout=timeout)
 
     def _gone(self) -> bool:

@@ -283,11 +283,11 @@ def two_nodes(cluster: Cluster) -> Iterator[tuple[OtherNode, Logs]]:
         helm_upgrade(cluster, VALUES)
         for job in cluster.get(PMJ)["items"]:
             if job["spec"].get("podRef", {}).get("namespace") == NS:
-                cluster.api("DELETE", f"{PMJ}/{job['metadata']['name']}")
+                cluster.delete(f"{PMJ}/{job['metadata']['name']}")
         for reservation in cluster.get(RESERVATIONS)["items"]:  # the jobs' (if still there)
             template = reservation["spec"].get("template", {}).get("metadata", {})
             if template.get("namespace") == NS:
-                cluster.api("DELETE", f"{RESERVATIONS}/{reservation['metadata']['name']}")
+                cluster.delete(f"{RESERVATIONS}/{reservation['metadata']['name']}")
         cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
         idle.stop()
         cluster.wait_for(f"namespace {NS} gone", lambda: namespace_gone(cluster), timeout=180)
