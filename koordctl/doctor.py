@@ -330,6 +330,7 @@ def check_koordlet(config: DoctorConfig) -> Check:
     try:
         text = scrape_koordlet(config)
     except urllib.error.HTTPError as err:
+        err.close()  # its unread body holds the connection's socket open
         return Check(
             name,
             Status.FAIL,

@@ -72,6 +72,7 @@ from koordlet.states.snapshot import build_rules
 from koordlet.states.topology import detect_kernel, read_topology
 from koordlet.states.unsupported import UnsupportedFieldsReport
 from koordlet.statusapi import KoordletViews
+from koordlet.threads import in_thread
 from nri_plugin import Stub
 from runtimehooks import HOOKS
 from runtimehooks.rules import Rules
@@ -500,7 +501,7 @@ class Koordlet:
         while path is not None:
             await asyncio.sleep(self.config.node_metric_interval)
             try:
-                status = self._reported(await asyncio.to_thread(self.views.node_metric))
+                status = self._reported(await in_thread(self.views.node_metric))
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = path.with_suffix(".tmp")
                 tmp.write_text(json.dumps({"status": status}, indent=2))
@@ -556,18 +557,18 @@ class Koordlet:
     async def train_predictor(self) -> None:
         """The peak predictor's passes, in a worker thread like the collectors': a pass reads
         the metric cache and never waits on the event loop, so NRI requests are not held up."""
-        await asyncio.to_thread(self.predictor.restore)
+        await in_thread(self.predictor.restore)
         while True:
             await asyncio.sleep(self.config.prediction_training_interval)
             try:
-                await asyncio.to_thread(self.predictor.run_pass, self.pods.snapshot())
+                await in_thread(self.predictor.run_pass, self.pods.snapshot())
             except Exception:  # a bug in one pass must not end prediction for good
                 log.exception("peak prediction: the training pass failed")
 
     async def expire_metrics(self) -> None:
         while True:
             await asyncio.sleep(300)
-            await asyncio.to_thread(self.cache.expire)
+            await in_thread(self.cache.expire)
 
     def _report_start(self) -> None:
         k = self.kernel
@@ -666,7 +667,7 @@ class Koordlet:
         while True:
             await asyncio.sleep(CONFIG_POLL_SECONDS)
             try:
-                if await asyncio.to_thread(self.node_config.reload_if_changed):
+                if await in_thread(self.node_config.reload_if_changed):
                     self.reconciler.wake()
                     self.unsupported.note(self.node_config.current.spec)
             except Exception as err:  # the watcher must outlive any one bad read

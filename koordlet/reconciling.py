@@ -23,6 +23,7 @@ from koordlet.executor import CgroupWrite, Status
 from koordlet.hookresults import failure_cause, pod_writes
 from koordlet.metrics import KoordletMetrics
 from koordlet.states.pods import KnownPod, PodStore
+from koordlet.threads import in_thread
 from runtimehooks.hooks import tc
 from runtimehooks.registry import (
     FailurePolicy,
@@ -77,7 +78,7 @@ class Reconciler:
             try:
                 # In a worker thread: a pass over thousands of pods takes a second, and the
                 # event loop must stay free for the NRI connection meanwhile.
-                await asyncio.to_thread(self.reconcile_all)
+                await in_thread(self.reconcile_all)
             except Exception:  # a bug in one pass must not end the loop
                 log.exception("reconcile pass failed")
             with contextlib.suppress(TimeoutError):

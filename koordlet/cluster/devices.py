@@ -25,6 +25,7 @@ from koordkube.client import KubeApi, Outcome, update_with_retry
 from koordkube.errors import NotFound
 from koordkube.resources import Device, Object
 from koordlet.collectors.devices import DeviceInventory
+from koordlet.threads import in_thread
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class DeviceReporter:
     async def report_once(self) -> Outcome | None:
         """Build the Device and write it if it changed; None (logged) when that failed."""
         try:
-            desired = await asyncio.to_thread(self.build, self.node_name, self.node_uid())
+            desired = await in_thread(self.build, self.node_name, self.node_uid())
             outcome = await self._write(desired)
         except asyncio.CancelledError:
             raise

@@ -64,6 +64,7 @@ from koordlet.states.pods import (
     PodStore,
     kube_qos_dirs,
 )
+from koordlet.threads import in_thread
 from runtimehooks.request import ContainerRequest, ContainerResources, PodRequest, PodSpecFacts
 
 log = logging.getLogger(__name__)
@@ -235,6 +236,7 @@ class KubeletClient:
                 code = str(reply.status)
                 raw = reply.read()
         except urllib.error.HTTPError as err:
+            err.close()  # its unread body holds the connection's socket open
             code = str(err.code)
             raise KubeletError(f"http {err.code}", f"GET {url}: HTTP {err.code}") from None
         except TimeoutError as err:
@@ -442,7 +444,7 @@ class KubeletPodSync:
     async def sync_once(self) -> SyncResult | None:
         """One list (worker thread) and reconcile (here); None when the list failed."""
         try:
-            listed = await asyncio.to_thread(self.fetch)
+            listed = await in_thread(self.fetch)
         except KubeletError as err:
             self._failed(err.kind, str(err))
             return None

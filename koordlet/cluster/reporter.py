@@ -32,6 +32,7 @@ from koordkube.errors import AlreadyExists, KubeError, NotFound
 from koordkube.informer import Informer
 from koordkube.resources import NodeMetric, Object
 from koordlet.cluster import cancel_and_wait
+from koordlet.threads import in_thread
 
 log = logging.getLogger(__name__)
 
@@ -139,9 +140,7 @@ class NodeMetricReporter:
         """Build the newest report and write it; False (logged) when that failed."""
         policy = self.policy()
         try:
-            self.pending = await asyncio.to_thread(
-                self.build, policy.aggregate_seconds, policy.durations
-            )
+            self.pending = await in_thread(self.build, policy.aggregate_seconds, policy.durations)
         except Exception as err:
             self._failed("build", f"cannot build the NodeMetric report: {err!r}")
             return False

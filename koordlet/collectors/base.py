@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from koordlet.metriccache import MetricCache, Sample
+from koordlet.threads import in_thread
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ class CollectorRunner:
 
     async def _loop(self, collectors: list[Collector | Derived]) -> None:
         while any(not self.health[c.name].unavailable for c in collectors):
-            await asyncio.to_thread(self.run_pass, collectors)
+            await in_thread(self.run_pass, collectors)
             await asyncio.sleep(collectors[0].interval)
 
     async def run(self) -> None:

@@ -28,6 +28,7 @@ from koordlet.metriccache import Aggregate, MetricCache
 from koordlet.qosmanager.audit import Action, AuditTrail
 from koordlet.states.pods import CGROUPFS, KnownPod, kube_qos_dirs
 from koordlet.states.topology import Topology
+from koordlet.threads import in_thread
 from runtimehooks.rules import Rules
 
 log = logging.getLogger(__name__)
@@ -183,5 +184,5 @@ class QoSManager:
     async def _loop(self, strategy: Strategy) -> None:
         while True:
             started = time.monotonic()
-            await asyncio.to_thread(self.run_once, strategy)
+            await in_thread(self.run_once, strategy)
             await asyncio.sleep(max(0.0, strategy.interval - (time.monotonic() - started)))
