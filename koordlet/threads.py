@@ -20,13 +20,17 @@ T = TypeVar("T")
 
 
 async def in_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-    """``fn(*args, **kwargs)`` in the default executor; cancelled, it raises CancelledError
-    only once the call has returned."""
+    """``fn(*args, **kwargs)`` in the default executor; cancelled, however often, it raises
+    CancelledError only once the call has returned."""
     call = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
     try:
         return await asyncio.shield(call)
     except asyncio.CancelledError:
-        # The caller is stopping: what the call returned or raised no longer matters.
-        with contextlib.suppress(Exception):
-            await call
+        # A thread cannot be stopped, so cancelling again (cluster.cancel_and_wait does, every
+        # 0.1 s) waits on too; what the call returned or raised no longer matters.
+        while not call.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([call])
+        if not call.cancelled():
+            call.exception()  # retrieved: not logged as "never retrieved"
         raise
