@@ -90,6 +90,9 @@ def node(name: str) -> dict[str, Any]:
     }
 
 
+CREATED = "2026-03-07T11:13:17Z"
+
+
 def pod(name: str, node_name: str, millicpu: int) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -97,6 +100,9 @@ def pod(name: str, node_name: str, millicpu: int) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "namespace": "default",
+            # One creation second for all: pods leave a hot node newest first, and the fake API
+            # would stamp the seconds it seeds them in, which a busy machine can make two.
+            "creationTimestamp": CREATED,
             "ownerReferences": [
                 {
                     "apiVersion": "apps/v1",
